@@ -1,0 +1,14 @@
+//! The substrates kernel library.
+//!
+//! It builds for `wasm32-unknown-unknown` (the playground) and natively (the `native-host`
+//! bridge), and its core depends on neither a browser nor an operating system: it is `no_std` +
+//! `alloc` unless the default `std` feature is on.
+//!
+//! Modules:
+//! - [`protocol`]: every message that crosses the playground ↔ bridge websocket, defined once and
+//!   used by both sides.
+#![cfg_attr(not(feature = "std"), no_std)]
+
+extern crate alloc;
+
+pub mod protocol;

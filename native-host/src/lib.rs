@@ -1,0 +1,12 @@
+//! The native host: a websocket bridge that lets the playground drive what a browser cannot
+//! (in-kernel eBPF, serial-attached ESP32 boards), plus the project's command-line tools.
+//!
+//! - [`bridge`]: the websocket server (`native-host serve`).
+//! - [`probe`]: what this machine can do (eBPF, clang-19), reported in the hello.
+//! - [`files`]: the only way the bridge opens files: inside the models directory or `assets/`.
+//! - [`token`]: the session token the page must present.
+
+pub mod bridge;
+pub mod files;
+pub mod probe;
+pub mod token;

@@ -1,0 +1,121 @@
+//! `native-host`: the substrates bridge and command-line tools.
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+use native_host::bridge::{self, Config, DEFAULT_ORIGINS};
+use native_host::files::Roots;
+use native_host::{probe, token};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(name = "native-host", version, about = "substrates native host: websocket bridge and CLIs")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the websocket bridge the playground connects to.
+    Serve(ServeArgs),
+    /// Print what this machine can do (in-kernel eBPF, clang-19) and exit.
+    Probe,
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Address to listen on. Anything but loopback exposes a program loader to the network.
+    #[arg(long, default_value = "127.0.0.1:8787")]
+    bind: SocketAddr,
+    /// Directory of models the bridge may read (nothing outside it or assets/ is ever opened).
+    #[arg(long)]
+    models_dir: Option<PathBuf>,
+    /// The repository's assets/ directory [default: the one beside this crate, if present].
+    #[arg(long)]
+    assets_dir: Option<PathBuf>,
+    /// Another page origin allowed to connect (repeatable), e.g. http://127.0.0.1:9000.
+    #[arg(long = "allow-origin", value_name = "URL")]
+    allow_origin: Vec<String>,
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    match Cli::parse().command {
+        Command::Serve(args) => serve(args).await,
+        Command::Probe => {
+            let caps = probe::capabilities();
+            println!("{}", serde_json::to_string_pretty(&caps)?);
+            Ok(())
+        }
+    }
+}
+
+async fn serve(args: ServeArgs) -> Result<()> {
+    let token = match std::env::var("NATIVE_HOST_TOKEN") {
+        Ok(t) => {
+            token::validate(&t).map_err(anyhow::Error::msg).context("NATIVE_HOST_TOKEN")?;
+            t
+        }
+        Err(_) => token::generate().context("reading /dev/urandom for the session token")?,
+    };
+    for origin in &args.allow_origin {
+        if !(origin.starts_with("http://") || origin.starts_with("https://")) {
+            bail!("--allow-origin {origin:?}: an origin looks like http://host:port");
+        }
+    }
+    let assets_dir = args.assets_dir.or_else(|| {
+        let beside = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../assets"));
+        beside.is_dir().then_some(beside)
+    });
+    let roots = Roots::new(args.models_dir.as_deref(), assets_dir.as_deref()).context("--models-dir / --assets-dir")?;
+    let capabilities = tokio::task::spawn_blocking(probe::capabilities).await?;
+    let listener = tokio::net::TcpListener::bind(args.bind)
+        .await
+        .with_context(|| format!("cannot listen on {} (is another bridge running? pass --bind)", args.bind))?;
+    let addr = listener.local_addr()?;
+    let mut allowed_origins: Vec<String> = DEFAULT_ORIGINS.iter().map(|s| s.to_string()).collect();
+    allowed_origins.extend(args.allow_origin);
+
+    let version = env!("CARGO_PKG_VERSION");
+    println!("native-host {version}: substrates bridge");
+    println!("  eBPF:    {}", describe(&capabilities.ebpf));
+    println!("  clang:   {}", describe(&capabilities.clang));
+    for root in [kernels_wasm::protocol::FileRoot::Models, kernels_wasm::protocol::FileRoot::Assets] {
+        let shown = roots.root(root).map(|p| p.display().to_string()).unwrap_or_else(|| "(none)".into());
+        println!("  {:<8} {shown}", format!("{root:?}:").to_lowercase());
+    }
+    println!("  origins: {}", allowed_origins.join(", "));
+    if !addr.ip().is_loopback() {
+        println!("WARNING: listening on {addr}, reachable from other machines; anyone with the token can load BPF programs");
+    }
+    println!("listening on {}", bridge::ws_url(addr));
+    println!("session token: {token}");
+    println!("playground: http://127.0.0.1:8080/?token={token}");
+
+    let config = Config {
+        token,
+        allowed_origins,
+        roots,
+        capabilities,
+        host_version: version.to_string(),
+    };
+    tokio::select! {
+        () = bridge::serve(listener, config) => {}
+        r = shutdown_signal() => { r?; println!("native-host: shutting down"); }
+    }
+    Ok(())
+}
+
+fn describe(p: &kernels_wasm::protocol::ProbeResult) -> String {
+    format!("{} — {}", if p.available { "yes" } else { "no" }, p.detail)
+}
+
+async fn shutdown_signal() -> Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r?,
+        _ = term.recv() => {}
+    }
+    Ok(())
+}
