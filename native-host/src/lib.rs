@@ -10,3 +10,22 @@ pub mod bridge;
 pub mod files;
 pub mod probe;
 pub mod token;
+
+/// Prints a line to stdout, ignoring a closed pipe: a bridge whose log reader went away keeps
+/// serving instead of panicking inside `println!`.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// Like [`say!`], on stderr.
+#[macro_export]
+macro_rules! warn {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}

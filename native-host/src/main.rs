@@ -45,7 +45,7 @@ async fn main() -> Result<()> {
         Command::Serve(args) => serve(args).await,
         Command::Probe => {
             let caps = probe::capabilities();
-            println!("{}", serde_json::to_string_pretty(&caps)?);
+            native_host::say!("{}", serde_json::to_string_pretty(&caps)?);
             Ok(())
         }
     }
@@ -78,20 +78,20 @@ async fn serve(args: ServeArgs) -> Result<()> {
     allowed_origins.extend(args.allow_origin);
 
     let version = env!("CARGO_PKG_VERSION");
-    println!("native-host {version}: substrates bridge");
-    println!("  eBPF:    {}", describe(&capabilities.ebpf));
-    println!("  clang:   {}", describe(&capabilities.clang));
+    native_host::say!("native-host {version}: substrates bridge");
+    native_host::say!("  eBPF:    {}", describe(&capabilities.ebpf));
+    native_host::say!("  clang:   {}", describe(&capabilities.clang));
     for root in [kernels_wasm::protocol::FileRoot::Models, kernels_wasm::protocol::FileRoot::Assets] {
         let shown = roots.root(root).map(|p| p.display().to_string()).unwrap_or_else(|| "(none)".into());
-        println!("  {:<8} {shown}", format!("{root:?}:").to_lowercase());
+        native_host::say!("  {:<8} {shown}", format!("{root:?}:").to_lowercase());
     }
-    println!("  origins: {}", allowed_origins.join(", "));
+    native_host::say!("  origins: {}", allowed_origins.join(", "));
     if !addr.ip().is_loopback() {
-        println!("WARNING: listening on {addr}, reachable from other machines; anyone with the token can load BPF programs");
+        native_host::say!("WARNING: listening on {addr}, reachable from other machines; anyone with the token can load BPF programs");
     }
-    println!("listening on {}", bridge::ws_url(addr));
-    println!("session token: {token}");
-    println!("playground: http://127.0.0.1:8080/?token={token}");
+    native_host::say!("listening on {}", bridge::ws_url(addr));
+    native_host::say!("session token: {token}");
+    native_host::say!("playground: http://127.0.0.1:8080/?token={token}");
 
     let config = Config {
         token,
@@ -102,7 +102,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
     };
     tokio::select! {
         () = bridge::serve(listener, config) => {}
-        r = shutdown_signal() => { r?; println!("native-host: shutting down"); }
+        r = shutdown_signal() => { r?; native_host::say!("native-host: shutting down"); }
     }
     Ok(())
 }

@@ -43,12 +43,13 @@ pub async fn run(stream: TcpStream, peer: SocketAddr, config: Arc<Config>, slot:
     );
     let ws = match tokio::time::timeout(HANDSHAKE_TIMEOUT, upgrade).await {
         Ok(Ok(ws)) => ws,
-        Ok(Err(e)) => return eprintln!("{peer}: upgrade failed: {e}"),
-        Err(_) => return eprintln!("{peer}: upgrade timed out"),
+        Ok(Err(e)) => return crate::warn!("{peer}: upgrade failed: {e}"),
+        Err(_) => return crate::warn!("{peer}: upgrade timed out"),
     };
     let (sink, mut source) = ws.split();
     let (out, out_rx) = mpsc::channel(OUTBOUND_QUEUE);
-    let writer = tokio::spawn(write_loop(sink, out_rx));
+    let (urgent_close, urgent_rx) = mpsc::channel(1);
+    let writer = tokio::spawn(write_loop(sink, out_rx, urgent_rx));
     let hello = ServerMessage::Hello(HostHello {
         protocol: PROTOCOL_VERSION,
         host_version: config.host_version.clone(),
@@ -59,6 +60,7 @@ pub async fn run(stream: TcpStream, peer: SocketAddr, config: Arc<Config>, slot:
 
     let mut conn = Conn {
         out,
+        urgent_close: Some(urgent_close),
         config,
         hello_done: false,
         running: HashMap::new(),
@@ -115,6 +117,8 @@ enum Step {
 
 struct Conn {
     out: mpsc::Sender<Outbound>,
+    /// Bypasses the queue when the queue itself is the problem.
+    urgent_close: Option<mpsc::Sender<(u16, String)>>,
     config: Arc<Config>,
     hello_done: bool,
     running: HashMap<RequestId, oneshot::Sender<()>>,
@@ -181,43 +185,70 @@ impl Conn {
         match self.out.try_send(Outbound::Frame(message)) {
             Ok(()) => Step::Go,
             Err(_) => {
-                self.close(close_code::POLICY_VIOLATION, "outbound queue full: the client is not reading its replies");
+                let why = "outbound queue full: the client is not reading its replies";
+                if let Some(urgent) = self.urgent_close.take() {
+                    let _ = urgent.try_send((close_code::POLICY_VIOLATION, why.to_string()));
+                }
                 Step::Stop
             }
         }
     }
 
+    /// Closes after the frames already queued, so an error explaining the close arrives first.
     fn close(&mut self, code: u16, reason: &str) {
-        // The writer may be stuck on a full socket; it then never gets here and the connection
-        // is dropped when this task ends.
-        let _ = self.out.try_send(Outbound::Close(code, reason.to_string()));
+        if let Err(mpsc::error::TrySendError::Full(_)) = self.out.try_send(Outbound::Close(code, reason.to_string())) {
+            if let Some(urgent) = self.urgent_close.take() {
+                let _ = urgent.try_send((code, reason.to_string()));
+            }
+        }
     }
 }
 
-async fn write_loop<S>(mut sink: S, mut rx: mpsc::Receiver<Outbound>)
+async fn write_loop<S>(mut sink: S, mut rx: mpsc::Receiver<Outbound>, mut urgent: mpsc::Receiver<(u16, String)>)
 where
     S: futures_util::Sink<Message, Error = tungstenite::Error> + Unpin,
 {
-    while let Some(item) = rx.recv().await {
-        let result = match item {
-            Outbound::Frame(message) => sink.send(Message::text(message.to_json())).await,
-            Outbound::Close(code, reason) => {
-                // Close reasons are limited to 123 bytes by RFC 6455.
-                let mut cut = reason.len().min(123);
-                while !reason.is_char_boundary(cut) {
-                    cut -= 1;
-                }
-                let frame = CloseFrame {
-                    code: CloseCode::from(code),
-                    reason: reason[..cut].to_string().into(),
+    loop {
+        // An urgent close drops whatever is still queued. Abandoning a `send` that is waiting
+        // for socket space is safe: tungstenite keeps a started frame in its buffer and flushes
+        // it before the close frame.
+        let item = tokio::select! {
+            biased;
+            Some(close) = urgent.recv() => Outbound::Close(close.0, close.1),
+            item = rx.recv() => match item { Some(item) => item, None => break },
+        };
+        match item {
+            Outbound::Frame(message) => {
+                let sent = tokio::select! {
+                    biased;
+                    Some((code, reason)) = urgent.recv() => { send_close(&mut sink, code, &reason).await; break; }
+                    r = sink.send(Message::text(message.to_json())) => r,
                 };
-                let _ = tokio::time::timeout(HANDSHAKE_TIMEOUT, sink.send(Message::Close(Some(frame)))).await;
+                if sent.is_err() {
+                    break;
+                }
+            }
+            Outbound::Close(code, reason) => {
+                send_close(&mut sink, code, &reason).await;
                 break;
             }
-        };
-        if result.is_err() {
-            break;
         }
     }
     let _ = tokio::time::timeout(HANDSHAKE_TIMEOUT, sink.close()).await;
+}
+
+async fn send_close<S>(sink: &mut S, code: u16, reason: &str)
+where
+    S: futures_util::Sink<Message, Error = tungstenite::Error> + Unpin,
+{
+    // Close reasons are limited to 123 bytes by RFC 6455.
+    let mut cut = reason.len().min(123);
+    while !reason.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let frame = CloseFrame {
+        code: CloseCode::from(code),
+        reason: reason[..cut].to_string().into(),
+    };
+    let _ = tokio::time::timeout(HANDSHAKE_TIMEOUT, sink.send(Message::Close(Some(frame)))).await;
 }

@@ -77,7 +77,7 @@ pub fn callback(config: &Config, has_slot: bool) -> impl FnOnce(&Request, Respon
         match verdict {
             Ok(()) => Ok(response),
             Err(refusal) => {
-                eprintln!("refused websocket upgrade: {}", refusal.reason());
+                crate::warn!("refused websocket upgrade: {}", refusal.reason());
                 Err(refusal.response())
             }
         }

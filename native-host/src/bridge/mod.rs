@@ -46,7 +46,7 @@ pub async fn serve(listener: TcpListener, config: Config) {
             Ok(pair) => pair,
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning.
-                eprintln!("accept failed: {e}");
+                crate::warn!("accept failed: {e}");
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }

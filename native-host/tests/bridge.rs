@@ -1,0 +1,381 @@
+//! Bad-input and protocol tests against a real `native-host serve` process on loopback.
+
+use futures_util::{SinkExt, StreamExt};
+use kernels_wasm::protocol::{
+    close_code, ClientMessage, ErrorCode, Event, FileFormat, FileRoot, Reply, Request, ServerMessage, MAX_FRAME_BYTES,
+    MAX_IN_FLIGHT, PROTOCOL_VERSION,
+};
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::{self, Message};
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+const TOKEN: &str = "test-token-0123456789abcdef";
+type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+struct Server {
+    child: Child,
+    addr: String,
+    dir: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn start(name: &str) -> Server {
+    let dir = std::env::temp_dir().join(format!("substrates-bridge-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("models")).unwrap();
+    std::fs::create_dir_all(dir.join("assets")).unwrap();
+    std::fs::write(dir.join("models/tiny.gguf"), b"GGUF\x03\0\0\0\0\0\0\0\0\0\0\0").unwrap();
+    std::fs::write(dir.join("outside.txt"), b"secret").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_native-host"))
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .arg("--models-dir")
+        .arg(dir.join("models"))
+        .arg("--assets-dir")
+        .arg(dir.join("assets"))
+        .env("NATIVE_HOST_TOKEN", TOKEN)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn native-host");
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut addr = None;
+    let mut lines = stdout.lines();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if let Some(url) = line.strip_prefix("listening on ws://") {
+            addr = Some(url.trim_end_matches("/ws").to_string());
+            break;
+        }
+    }
+    // Keep draining its output so the server never writes into a closed pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    Server { child, addr: addr.expect("native-host printed no listening line"), dir }
+}
+
+async fn connect_raw(server: &Server, query: &str, origin: Option<&str>) -> Result<Ws, tungstenite::Error> {
+    let mut req = format!("ws://{}/ws{query}", server.addr).into_client_request().unwrap();
+    if let Some(o) = origin {
+        req.headers_mut().insert("Origin", o.parse().unwrap());
+    }
+    tokio_tungstenite::connect_async(req).await.map(|(ws, _)| ws)
+}
+
+/// Connects with the token and the playground's origin, checks the hello, sends ours.
+async fn connect(server: &Server) -> Ws {
+    let mut ws = connect_raw(server, &format!("?token={TOKEN}"), Some("http://127.0.0.1:8080")).await.unwrap();
+    match recv(&mut ws).await {
+        ServerMessage::Hello(h) => {
+            assert_eq!(h.protocol, PROTOCOL_VERSION);
+            assert_eq!(h.host_version, env!("CARGO_PKG_VERSION"));
+            assert_eq!(h.limits.max_in_flight as usize, MAX_IN_FLIGHT);
+        }
+        other => panic!("expected hello, got {other:?}"),
+    }
+    send(&mut ws, &ClientMessage::Hello { protocol: PROTOCOL_VERSION, client: "test".into() }).await;
+    ws
+}
+
+async fn send(ws: &mut Ws, m: &ClientMessage) {
+    ws.send(Message::text(m.to_json())).await.unwrap();
+}
+
+async fn request(ws: &mut Ws, id: u64, request: Request) {
+    send(ws, &ClientMessage::Request { id, request }).await;
+}
+
+/// The next protocol frame, or a panic naming what came instead.
+async fn recv(ws: &mut Ws) -> ServerMessage {
+    match next_frame(ws).await {
+        Frame::Msg(m) => m,
+        Frame::Closed(c) => panic!("connection closed: {c:?}"),
+    }
+}
+
+#[derive(Debug)]
+enum Frame {
+    Msg(ServerMessage),
+    Closed(Option<(u16, String)>),
+}
+
+async fn next_frame(ws: &mut Ws) -> Frame {
+    loop {
+        let next = tokio::time::timeout(Duration::from_secs(20), ws.next()).await.expect("no frame within 20 s");
+        match next {
+            Some(Ok(Message::Text(t))) => return Frame::Msg(ServerMessage::from_json(t.as_str()).unwrap()),
+            Some(Ok(Message::Close(c))) => return Frame::Closed(c.map(|c| (u16::from(c.code), c.reason.to_string()))),
+            Some(Ok(_)) => continue,
+            None | Some(Err(_)) => return Frame::Closed(None),
+        }
+    }
+}
+
+fn error_of(m: ServerMessage) -> (Option<u64>, ErrorCode, String) {
+    match m {
+        ServerMessage::Error(e) => (e.id, e.code, e.message),
+        other => panic!("expected an error frame, got {other:?}"),
+    }
+}
+
+async fn assert_alive(ws: &mut Ws, id: u64) {
+    request(ws, id, Request::Ping { nonce: id * 7, delay_ms: 0 }).await;
+    assert_eq!(recv(ws).await, ServerMessage::Result { id, result: Reply::Pong { nonce: id * 7 } });
+}
+
+#[tokio::test]
+async fn requests_stream_events_then_one_result() {
+    let server = start("requests");
+    let mut ws = connect(&server).await;
+    assert_alive(&mut ws, 1).await;
+
+    request(&mut ws, 2, Request::Probe).await;
+    let mut probes = vec![];
+    let caps = loop {
+        match recv(&mut ws).await {
+            ServerMessage::Event { id: 2, event: Event::Probe { name, .. } } => probes.push(name),
+            ServerMessage::Result { id: 2, result: Reply::Capabilities(c) } => break c,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(probes, ["ebpf", "clang"]);
+    assert!(!caps.ebpf.detail.is_empty());
+
+    request(&mut ws, 3, Request::ListModels).await;
+    match recv(&mut ws).await {
+        ServerMessage::Result { id: 3, result: Reply::Models { models } } => {
+            let names: Vec<_> = models.iter().map(|m| (m.root, m.path.as_str(), m.bytes)).collect();
+            assert_eq!(names, [(FileRoot::Models, "tiny.gguf", 16)]);
+        }
+        other => panic!("{other:?}"),
+    }
+
+    request(&mut ws, 4, Request::ModelInfo { root: FileRoot::Models, path: "tiny.gguf".into() }).await;
+    match recv(&mut ws).await {
+        ServerMessage::Result { id: 4, result: Reply::ModelInfo(info) } => {
+            assert_eq!((info.bytes, info.format), (16, FileFormat::Gguf { version: 3 }))
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn paths_outside_the_roots_are_refused() {
+    let server = start("paths");
+    let mut ws = connect(&server).await;
+    let outside = server.dir.join("outside.txt").display().to_string();
+    for (i, path) in ["../outside.txt", outside.as_str(), "a/../../outside.txt"].into_iter().enumerate() {
+        let id = 10 + i as u64;
+        request(&mut ws, id, Request::ModelInfo { root: FileRoot::Models, path: path.into() }).await;
+        let (got_id, code, message) = error_of(recv(&mut ws).await);
+        assert_eq!((got_id, code), (Some(id), ErrorCode::PathRefused), "{path}: {message}");
+    }
+    request(&mut ws, 20, Request::ModelInfo { root: FileRoot::Assets, path: "nope.bin".into() }).await;
+    assert_eq!(error_of(recv(&mut ws).await).1, ErrorCode::NotFound);
+    assert_alive(&mut ws, 21).await;
+}
+
+#[tokio::test]
+async fn upgrades_without_token_or_from_other_origins_are_refused() {
+    let server = start("auth");
+    let status = |r: Result<Ws, tungstenite::Error>| match r {
+        Err(tungstenite::Error::Http(resp)) => {
+            let body = String::from_utf8_lossy(resp.body().as_deref().unwrap_or_default()).into_owned();
+            (resp.status().as_u16(), body)
+        }
+        Err(e) => panic!("expected an HTTP refusal, got {e}"),
+        Ok(_) => panic!("upgrade was accepted"),
+    };
+    let good = format!("?token={TOKEN}");
+    let (code, body) = status(connect_raw(&server, "", Some("http://127.0.0.1:8080")).await);
+    assert_eq!(code, 401, "{body}");
+    assert!(body.contains("token"), "{body}");
+    assert_eq!(status(connect_raw(&server, "?token=wrong-token-0123456789", None).await).0, 401);
+    let (code, body) = status(connect_raw(&server, &good, Some("http://evil.example")).await);
+    assert_eq!(code, 403);
+    assert!(body.contains("evil.example"), "{body}");
+    assert_eq!(status(connect_raw(&server, &good, Some("http://127.0.0.1:9999")).await).0, 403);
+    // With the token and an allowed (or no) origin it works.
+    assert!(connect_raw(&server, &good, Some("http://localhost:8080")).await.is_ok());
+    assert!(connect_raw(&server, &good, None).await.is_ok());
+}
+
+#[tokio::test]
+async fn malformed_and_unknown_frames_get_errors_and_the_connection_lives() {
+    let server = start("malformed");
+    let mut ws = connect(&server).await;
+    let cases: &[(&str, ErrorCode)] = &[
+        ("{this is not json", ErrorCode::BadJson),
+        ("", ErrorCode::BadJson),
+        ("42", ErrorCode::UnknownType),
+        (r#"{"type":"exterminate"}"#, ErrorCode::UnknownType),
+        (r#"{"type":"request","id":1,"request":{"op":"rm_rf"}}"#, ErrorCode::UnknownType),
+        (r#"{"type":"request","id":"x","request":{"op":"probe"}}"#, ErrorCode::BadFields),
+        (r#"{"type":"request","id":1,"request":{"op":"ping","nonce":1,"delay_ms":999999}}"#, ErrorCode::BadRequest),
+    ];
+    for (frame, code) in cases {
+        ws.send(Message::text(*frame)).await.unwrap();
+        let (_, got, message) = error_of(recv(&mut ws).await);
+        assert_eq!(got, *code, "{frame}: {message}");
+    }
+    ws.send(Message::binary(vec![1u8, 2, 3])).await.unwrap();
+    assert_eq!(error_of(recv(&mut ws).await).1, ErrorCode::BadFrame);
+    assert_alive(&mut ws, 99).await;
+}
+
+#[tokio::test]
+async fn handshake_order_and_protocol_version_are_enforced() {
+    let server = start("version");
+    let mut ws = connect_raw(&server, &format!("?token={TOKEN}"), None).await.unwrap();
+    assert!(matches!(recv(&mut ws).await, ServerMessage::Hello(_)));
+    request(&mut ws, 1, Request::Probe).await;
+    assert_eq!(error_of(recv(&mut ws).await).1, ErrorCode::HelloRequired);
+    send(&mut ws, &ClientMessage::Hello { protocol: PROTOCOL_VERSION + 1, client: "future".into() }).await;
+    let (_, code, message) = error_of(recv(&mut ws).await);
+    assert_eq!(code, ErrorCode::ProtocolVersion);
+    assert!(message.contains(&format!("{}", PROTOCOL_VERSION + 1)), "{message}");
+    match next_frame(&mut ws).await {
+        Frame::Closed(Some((code, reason))) => {
+            assert_eq!(code, close_code::PROTOCOL_ERROR);
+            assert!(reason.contains("protocol"), "{reason}");
+        }
+        other => panic!("expected a close with a reason, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn oversized_frames_close_with_1009_and_the_server_lives() {
+    let server = start("oversized");
+    let mut ws = connect(&server).await;
+    let big = format!(r#"{{"type":"request","id":1,"request":{{"op":"ping","nonce":1,"pad":"{}"}}}}"#, "x".repeat(MAX_FRAME_BYTES));
+    ws.send(Message::text(big)).await.unwrap();
+    let (_, code, _) = error_of(recv(&mut ws).await);
+    assert_eq!(code, ErrorCode::FrameTooLarge);
+    match next_frame(&mut ws).await {
+        Frame::Closed(Some((code, reason))) => {
+            assert_eq!(code, u16::from(CloseCode::Size));
+            assert!(reason.contains("limit"), "{reason}");
+        }
+        other => panic!("expected close 1009, got {other:?}"),
+    }
+    let mut again = connect(&server).await;
+    assert_alive(&mut again, 2).await;
+}
+
+#[tokio::test]
+async fn in_flight_requests_are_bounded() {
+    let server = start("inflight");
+    let mut ws = connect(&server).await;
+    let total = MAX_IN_FLIGHT as u64 + 10;
+    for id in 0..total {
+        request(&mut ws, id, Request::Ping { nonce: id, delay_ms: 1500 }).await;
+    }
+    let (mut pongs, mut busy) = (vec![], vec![]);
+    for _ in 0..total {
+        match recv(&mut ws).await {
+            ServerMessage::Result { id, result: Reply::Pong { nonce } } => {
+                assert_eq!(id, nonce);
+                pongs.push(id)
+            }
+            ServerMessage::Error(e) if e.code == ErrorCode::Busy => busy.push(e.id.unwrap()),
+            other => panic!("{other:?}"),
+        }
+    }
+    pongs.sort();
+    busy.sort();
+    assert_eq!(pongs, (0..MAX_IN_FLIGHT as u64).collect::<Vec<_>>());
+    assert_eq!(busy, (MAX_IN_FLIGHT as u64..total).collect::<Vec<_>>());
+    // Slots free up again, and a finished id may be reused.
+    assert_alive(&mut ws, 0).await;
+}
+
+#[tokio::test]
+async fn duplicate_ids_and_cancellation() {
+    let server = start("cancel");
+    let mut ws = connect(&server).await;
+    request(&mut ws, 5, Request::Ping { nonce: 1, delay_ms: 5000 }).await;
+    request(&mut ws, 5, Request::Ping { nonce: 2, delay_ms: 0 }).await;
+    assert_eq!(error_of(recv(&mut ws).await).1, ErrorCode::DuplicateId);
+    send(&mut ws, &ClientMessage::Cancel { id: 5 }).await;
+    assert_eq!(error_of(recv(&mut ws).await), (Some(5), ErrorCode::Cancelled, "cancelled by the client".into()));
+    send(&mut ws, &ClientMessage::Cancel { id: 5 }).await;
+    assert_eq!(error_of(recv(&mut ws).await).1, ErrorCode::NotFound);
+    assert_alive(&mut ws, 5).await;
+}
+
+#[tokio::test]
+async fn a_flood_from_a_client_that_does_not_read_is_bounded() {
+    let server = start("flood");
+    let mut ws = connect(&server).await;
+    // Many more error replies than the outbound queue holds, sent without reading any.
+    let n = 50_000;
+    let mut sent = 0;
+    for _ in 0..n {
+        if ws.feed(Message::text("{bad")).await.is_err() {
+            break;
+        }
+        sent += 1;
+    }
+    let _ = ws.flush().await;
+    // Every frame was either answered, or the server closed the connection with a reason.
+    let mut answered = 0;
+    let end = loop {
+        match next_frame(&mut ws).await {
+            Frame::Msg(m) => {
+                assert_eq!(error_of(m).1, ErrorCode::BadJson);
+                answered += 1;
+                if answered == sent {
+                    break None;
+                }
+            }
+            Frame::Closed(c) => break Some(c),
+        }
+    };
+    eprintln!("flood: sent {sent}, answered {answered}, close {end:?}");
+    if let Some(close) = end {
+        let (code, reason) = close.expect("closed without a reason");
+        assert_eq!(code, close_code::POLICY_VIOLATION);
+        assert!(reason.contains("not reading"), "{reason}");
+    }
+    // The server itself is unaffected.
+    let mut other = connect(&server).await;
+    assert_alive(&mut other, 1).await;
+}
+
+#[tokio::test]
+async fn connections_are_bounded() {
+    let server = start("connections");
+    let mut open = vec![];
+    for _ in 0..native_host::bridge::MAX_CONNECTIONS {
+        open.push(connect(&server).await);
+    }
+    match connect_raw(&server, &format!("?token={TOKEN}"), None).await {
+        Err(tungstenite::Error::Http(resp)) => assert_eq!(resp.status().as_u16(), 503),
+        other => panic!("expected 503, got {:?}", other.map(|_| ())),
+    }
+    drop(open);
+    // Slots come back once those connections end.
+    let mut tries = 0;
+    let mut ws = loop {
+        match connect_raw(&server, &format!("?token={TOKEN}"), None).await {
+            Ok(ws) => break ws,
+            Err(_) if tries < 50 => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    assert!(matches!(recv(&mut ws).await, ServerMessage::Hello(_)));
+}

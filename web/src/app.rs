@@ -1,0 +1,135 @@
+//! The page: a header with the bridge status, a tab bar, and one tab at a time.
+
+use crate::bridge::{Bridge, BridgeStatus};
+use crate::tabs;
+use leptos::prelude::*;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tab {
+    BitNet,
+    QwenGpu,
+    Ebpf,
+    Esp32,
+    Components,
+}
+
+impl Tab {
+    pub const ALL: [Tab; 5] = [Tab::BitNet, Tab::QwenGpu, Tab::Ebpf, Tab::Esp32, Tab::Components];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Tab::BitNet => "BitNet LUT",
+            Tab::QwenGpu => "qwenGPU",
+            Tab::Ebpf => "eBPF",
+            Tab::Esp32 => "ESP32 cluster",
+            Tab::Components => "Components",
+        }
+    }
+
+    /// Stable id for the URL hash and for tests.
+    pub fn slug(self) -> &'static str {
+        match self {
+            Tab::BitNet => "bitnet",
+            Tab::QwenGpu => "qwengpu",
+            Tab::Ebpf => "ebpf",
+            Tab::Esp32 => "esp32",
+            Tab::Components => "components",
+        }
+    }
+
+    fn from_hash(hash: &str) -> Tab {
+        let slug = hash.trim_start_matches('#');
+        Tab::ALL.into_iter().find(|t| t.slug() == slug).unwrap_or(Tab::BitNet)
+    }
+}
+
+#[component]
+pub fn App() -> impl IntoView {
+    let bridge = Bridge::start();
+    provide_context(bridge);
+    let initial = window().location().hash().map(|h| Tab::from_hash(&h)).unwrap_or(Tab::BitNet);
+    let tab = RwSignal::new(initial);
+    Effect::new(move |_| {
+        let _ = window().location().set_hash(tab.get().slug());
+    });
+
+    view! {
+        <Header />
+        <nav class="tabs" role="tablist">
+            {Tab::ALL
+                .into_iter()
+                .map(|t| {
+                    view! {
+                        <button
+                            role="tab"
+                            data-tab=t.slug()
+                            class:active=move || tab.get() == t
+                            aria-selected=move || (tab.get() == t).to_string()
+                            on:click=move |_| tab.set(t)
+                        >
+                            {t.label()}
+                        </button>
+                    }
+                })
+                .collect_view()}
+        </nav>
+        <main data-panel=move || tab.get().slug()>
+            {move || match tab.get() {
+                Tab::BitNet => tabs::bitnet::BitNetTab().into_any(),
+                Tab::QwenGpu => tabs::qwengpu::QwenGpuTab().into_any(),
+                Tab::Ebpf => tabs::ebpf::EbpfTab().into_any(),
+                Tab::Esp32 => tabs::esp32::Esp32Tab().into_any(),
+                Tab::Components => tabs::components::ComponentsTab().into_any(),
+            }}
+        </main>
+    }
+}
+
+#[component]
+fn Header() -> impl IntoView {
+    let bridge = expect_context::<Bridge>();
+    let status = bridge.status;
+    let state = move || status.with(BridgeStatus::slug);
+    view! {
+        <header>
+            <h1>"substrates"</h1>
+            <span class="subtitle">"LLM arithmetic on unusual substrates"</span>
+            <div class="bridge" data-testid="bridge-status" data-state=state>
+                <span class="dot"></span>
+                <span class="state">{move || status.with(BridgeStatus::summary)}</span>
+                {move || {
+                    status
+                        .with(|s| s.hello().cloned())
+                        .map(|hello| {
+                            let caps = hello.capabilities;
+                            let rtt = bridge.rtt_ms;
+                            view! {
+                                <span class="host" data-testid="host-version">
+                                    "native-host " {hello.host_version}
+                                </span>
+                                <span
+                                    class="cap"
+                                    data-testid="cap-ebpf"
+                                    data-available=caps.ebpf.available.to_string()
+                                    title=caps.ebpf.detail.clone()
+                                >
+                                    {if caps.ebpf.available { "eBPF ✓" } else { "eBPF ✗" }}
+                                </span>
+                                <span
+                                    class="cap"
+                                    data-testid="cap-clang"
+                                    data-available=caps.clang.available.to_string()
+                                    title=caps.clang.detail.clone()
+                                >
+                                    {if caps.clang.available { "clang-19 ✓" } else { "clang-19 ✗" }}
+                                </span>
+                                <span class="rtt" data-testid="rtt">
+                                    {move || rtt.get().map(|ms| format!("rtt {ms:.1} ms")).unwrap_or_default()}
+                                </span>
+                            }
+                        })
+                }}
+            </div>
+        </header>
+    }
+}

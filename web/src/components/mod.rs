@@ -1,0 +1,12 @@
+//! Reusable UI pieces the substrate tabs build on; each is shown on generated data in the
+//! Components tab.
+
+pub mod heatmap;
+pub mod step_controls;
+pub mod timeline;
+pub mod virtual_table;
+
+pub use heatmap::Heatmap;
+pub use step_controls::StepControls;
+pub use timeline::Timeline;
+pub use virtual_table::VirtualTable;

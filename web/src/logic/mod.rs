@@ -1,0 +1,8 @@
+//! The playground's pure logic: no DOM, no Leptos, so it is tested natively by
+//! `cargo test --workspace` and in headless Chromium by wasm-bindgen-test.
+
+pub mod heatmap;
+pub mod steps;
+pub mod timeline;
+pub mod token;
+pub mod virtual_list;
