@@ -41,10 +41,7 @@ impl Roots {
     /// Roots are canonicalised once; a root that does not exist is an error for the caller to show.
     pub fn new(models: Option<&Path>, assets: Option<&Path>) -> std::io::Result<Roots> {
         let canon = |p: Option<&Path>| p.map(|p| p.canonicalize().map_err(|e| with_path(e, p))).transpose();
-        Ok(Roots {
-            models: canon(models)?,
-            assets: canon(assets)?,
-        })
+        Ok(Roots { models: canon(models)?, assets: canon(assets)? })
     }
 
     pub fn root(&self, root: FileRoot) -> Option<&Path> {
@@ -91,12 +88,7 @@ impl Roots {
         }
         let mut head = Vec::with_capacity(16);
         std::fs::File::open(&path).map_err(io)?.take(16).read_to_end(&mut head).map_err(io)?;
-        Ok(ModelInfo {
-            root,
-            path: rel.to_string(),
-            bytes: meta.len(),
-            format: FileFormat::sniff(&head),
-        })
+        Ok(ModelInfo { root, path: rel.to_string(), bytes: meta.len(), format: FileFormat::sniff(&head) })
     }
 
     /// Regular files under both roots, sorted, at most [`MAX_LISTED`]. Symlinks leading outside

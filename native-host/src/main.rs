@@ -87,19 +87,15 @@ async fn serve(args: ServeArgs) -> Result<()> {
     }
     native_host::say!("  origins: {}", allowed_origins.join(", "));
     if !addr.ip().is_loopback() {
-        native_host::say!("WARNING: listening on {addr}, reachable from other machines; anyone with the token can load BPF programs");
+        native_host::say!(
+            "WARNING: listening on {addr}, reachable from other machines; anyone with the token can load BPF programs"
+        );
     }
     native_host::say!("listening on {}", bridge::ws_url(addr));
     native_host::say!("session token: {token}");
     native_host::say!("playground: http://127.0.0.1:8080/?token={token}");
 
-    let config = Config {
-        token,
-        allowed_origins,
-        roots,
-        capabilities,
-        host_version: version.to_string(),
-    };
+    let config = Config { token, allowed_origins, roots, capabilities, host_version: version.to_string() };
     tokio::select! {
         () = bridge::serve(listener, config) => {}
         r = shutdown_signal() => { r?; native_host::say!("native-host: shutting down"); }

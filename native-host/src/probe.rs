@@ -8,10 +8,7 @@ use kernels_wasm::protocol::{Capabilities, ProbeResult};
 use std::process::Command;
 
 pub fn capabilities() -> Capabilities {
-    Capabilities {
-        ebpf: ebpf(),
-        clang: clang(),
-    }
+    Capabilities { ebpf: ebpf(), clang: clang() }
 }
 
 pub fn clang() -> ProbeResult {
@@ -20,10 +17,7 @@ pub fn clang() -> ProbeResult {
             available: true,
             detail: String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or("clang-19").trim().to_string(),
         },
-        Ok(out) => ProbeResult {
-            available: false,
-            detail: format!("clang-19 --version exited with {}", out.status),
-        },
+        Ok(out) => ProbeResult { available: false, detail: format!("clang-19 --version exited with {}", out.status) },
         Err(e) => ProbeResult {
             available: false,
             detail: format!("clang-19 not runnable ({e}); install Debian package clang-19"),
@@ -56,23 +50,19 @@ pub fn ebpf() -> ProbeResult {
     }
     let err = std::io::Error::last_os_error();
     let why = match err.raw_os_error() {
-        Some(libc::EPERM) | Some(libc::EACCES) => "needs CAP_BPF (or root), or kernel.unprivileged_bpf_disabled blocks it",
+        Some(libc::EPERM) | Some(libc::EACCES) => {
+            "needs CAP_BPF (or root), or kernel.unprivileged_bpf_disabled blocks it"
+        }
         Some(libc::ENOSYS) => "the kernel has no bpf() syscall (CONFIG_BPF_SYSCALL off) or a seccomp filter blocks it",
         Some(libc::EINVAL) => "the kernel rejected the program (too old?)",
         _ => "unexpected error",
     };
-    ProbeResult {
-        available: false,
-        detail: format!("bpf(BPF_PROG_LOAD) failed: {err} — {why}"),
-    }
+    ProbeResult { available: false, detail: format!("bpf(BPF_PROG_LOAD) failed: {err} — {why}") }
 }
 
 #[cfg(not(target_os = "linux"))]
 pub fn ebpf() -> ProbeResult {
-    ProbeResult {
-        available: false,
-        detail: "in-kernel eBPF needs Linux".into(),
-    }
+    ProbeResult { available: false, detail: "in-kernel eBPF needs Linux".into() }
 }
 
 fn kernel_release() -> String {

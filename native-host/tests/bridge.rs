@@ -258,7 +258,10 @@ async fn handshake_order_and_protocol_version_are_enforced() {
 async fn oversized_frames_close_with_1009_and_the_server_lives() {
     let server = start("oversized");
     let mut ws = connect(&server).await;
-    let big = format!(r#"{{"type":"request","id":1,"request":{{"op":"ping","nonce":1,"pad":"{}"}}}}"#, "x".repeat(MAX_FRAME_BYTES));
+    let big = format!(
+        r#"{{"type":"request","id":1,"request":{{"op":"ping","nonce":1,"pad":"{}"}}}}"#,
+        "x".repeat(MAX_FRAME_BYTES)
+    );
     ws.send(Message::text(big)).await.unwrap();
     let (_, code, _) = error_of(recv(&mut ws).await);
     assert_eq!(code, ErrorCode::FrameTooLarge);

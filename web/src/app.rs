@@ -123,9 +123,12 @@ fn Header() -> impl IntoView {
                                 >
                                     {if caps.clang.available { "clang-19 ✓" } else { "clang-19 ✗" }}
                                 </span>
-                                <span class="rtt" data-testid="rtt">
-                                    {move || rtt.get().map(|ms| format!("rtt {ms:.1} ms")).unwrap_or_default()}
-                                </span>
+                                {move || {
+                                    rtt.get()
+                                        .map(|ms| {
+                                            view! { <span class="rtt" data-testid="rtt">{format!("rtt {ms:.1} ms")}</span> }
+                                        })
+                                }}
                             }
                         })
                 }}

@@ -22,9 +22,16 @@ pub enum BridgeStatus {
     Connecting,
     Connected(HostHello),
     /// The connection was up and dropped; retrying.
-    Reconnecting { attempt: u32, retry_in_ms: u32 },
+    Reconnecting {
+        attempt: u32,
+        retry_in_ms: u32,
+    },
     /// Never reached a bridge; retrying in the background.
-    Absent { attempt: u32, retry_in_ms: u32, reason: String },
+    Absent {
+        attempt: u32,
+        retry_in_ms: u32,
+        reason: String,
+    },
 }
 
 impl BridgeStatus {
@@ -41,7 +48,8 @@ impl BridgeStatus {
     pub fn summary(&self) -> String {
         match self {
             BridgeStatus::NoToken => {
-                "bridge absent: no session token (open the URL printed by `cargo xtask serve`); browser-only tabs work".into()
+                "bridge absent: no session token (open the URL printed by `cargo xtask serve`); browser-only tabs work"
+                    .into()
             }
             BridgeStatus::Connecting => "connecting to bridge…".into(),
             BridgeStatus::Connected(_) => "bridge connected".into(),
@@ -49,7 +57,10 @@ impl BridgeStatus {
                 format!("bridge lost: reconnecting in {:.1} s (attempt {attempt})", *retry_in_ms as f64 / 1000.0)
             }
             BridgeStatus::Absent { retry_in_ms, reason, .. } => {
-                format!("bridge absent ({reason}); retrying in {:.1} s; browser-only tabs work", *retry_in_ms as f64 / 1000.0)
+                format!(
+                    "bridge absent ({reason}); retrying in {:.1} s; browser-only tabs work",
+                    *retry_in_ms as f64 / 1000.0
+                )
             }
         }
     }
@@ -110,12 +121,18 @@ impl Bridge {
     }
 
     /// Sends a request; `handler` sees its events and its final result or error.
-    pub fn request(&self, request: Request, handler: impl FnMut(&ServerMessage) -> bool + 'static) -> Result<RequestId, String> {
+    pub fn request(
+        &self,
+        request: Request,
+        handler: impl FnMut(&ServerMessage) -> bool + 'static,
+    ) -> Result<RequestId, String> {
         let id = self.next_id.get_value();
         self.next_id.set_value(id + 1);
         let frame = ClientMessage::Request { id, request }.to_json();
         let sent = self.conn.with_value(|c| match c {
-            Some(c) if c.ws.ready_state() == WebSocket::OPEN => c.ws.send_with_str(&frame).map_err(|e| format!("{e:?}")),
+            Some(c) if c.ws.ready_state() == WebSocket::OPEN => {
+                c.ws.send_with_str(&frame).map_err(|e| format!("{e:?}"))
+            }
             _ => Err("the bridge is not connected".to_string()),
         });
         sent?;
@@ -142,11 +159,7 @@ impl Bridge {
     fn connect(self) {
         let Some(token) = self.token.get_value() else { return };
         let location = window().location();
-        let url = token::ws_url(
-            &location.protocol().unwrap_or_default(),
-            &location.host().unwrap_or_default(),
-            &token,
-        );
+        let url = token::ws_url(&location.protocol().unwrap_or_default(), &location.host().unwrap_or_default(), &token);
         let ws = match WebSocket::new(&url) {
             Ok(ws) => ws,
             Err(e) => return self.closed(format!("cannot open websocket: {e:?}")),
@@ -189,6 +202,7 @@ impl Bridge {
                 self.attempts.set_value(0);
                 self.ever_connected.set_value(true);
                 self.status.set(BridgeStatus::Connected(hello.clone()));
+                self.ping();
                 return;
             }
             ServerMessage::Event { id, .. } | ServerMessage::Result { id, .. } => Some(*id),
@@ -213,7 +227,8 @@ impl Bridge {
         }
         // Requests of the lost connection will never be answered.
         let lost = ServerMessage::error(None, kernels_wasm::protocol::ErrorCode::Io, "bridge connection lost");
-        let handlers: Vec<Handler> = self.pending.try_update_value(|p| p.drain().map(|(_, h)| h).collect()).unwrap_or_default();
+        let handlers: Vec<Handler> =
+            self.pending.try_update_value(|p| p.drain().map(|(_, h)| h).collect()).unwrap_or_default();
         for mut h in handlers {
             h(&lost);
         }
@@ -240,7 +255,12 @@ fn take_token() -> Option<String> {
         if let Some(s) = &storage {
             let _ = s.set_item(TOKEN_KEY, &t);
         }
-        let clean = format!("{}{}{}", location.pathname().unwrap_or_default(), token::strip(&search), location.hash().unwrap_or_default());
+        let clean = format!(
+            "{}{}{}",
+            location.pathname().unwrap_or_default(),
+            token::strip(&search),
+            location.hash().unwrap_or_default()
+        );
         if let Ok(history) = window.history() {
             let _ = history.replace_state_with_url(&JsValue::NULL, "", Some(&clean));
         }

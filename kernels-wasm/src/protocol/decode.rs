@@ -48,10 +48,7 @@ impl ClientMessage {
         if kind == "request" {
             if let Some(op) = value.get("request").and_then(|r| r.get("op")).and_then(Value::as_str) {
                 if !REQUEST_OPS.contains(&op) {
-                    return Err(DecodeError::UnknownOp {
-                        found: op.to_string(),
-                        expected: REQUEST_OPS.join(", "),
-                    });
+                    return Err(DecodeError::UnknownOp { found: op.to_string(), expected: REQUEST_OPS.join(", ") });
                 }
             }
         }
@@ -69,10 +66,7 @@ impl ServerMessage {
 
 fn parse(text: &str) -> Result<Value, DecodeError> {
     if text.len() > MAX_FRAME_BYTES {
-        return Err(DecodeError::TooLarge {
-            bytes: text.len(),
-            limit: MAX_FRAME_BYTES,
-        });
+        return Err(DecodeError::TooLarge { bytes: text.len(), limit: MAX_FRAME_BYTES });
     }
     serde_json::from_str(text).map_err(|e| DecodeError::BadJson(e.to_string()))
 }
@@ -82,16 +76,10 @@ fn message_type(value: &Value, known: &[&str]) -> Result<String, DecodeError> {
     if known.contains(&kind) {
         Ok(kind.to_string())
     } else {
-        Err(DecodeError::UnknownType {
-            found: kind.to_string(),
-            expected: known.join(", "),
-        })
+        Err(DecodeError::UnknownType { found: kind.to_string(), expected: known.join(", ") })
     }
 }
 
 fn fields<T: DeserializeOwned>(value: Value, kind: &str) -> Result<T, DecodeError> {
-    serde_json::from_value(value).map_err(|e| DecodeError::BadFields {
-        kind: kind.to_string(),
-        detail: format!("{e}"),
-    })
+    serde_json::from_value(value).map_err(|e| DecodeError::BadFields { kind: kind.to_string(), detail: format!("{e}") })
 }

@@ -122,10 +122,7 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits {
-            max_frame_bytes: MAX_FRAME_BYTES as u64,
-            max_in_flight: MAX_IN_FLIGHT as u32,
-        }
+        Limits { max_frame_bytes: MAX_FRAME_BYTES as u64, max_in_flight: MAX_IN_FLIGHT as u32 }
     }
 }
 
@@ -133,18 +130,9 @@ impl Default for Limits {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Event {
-    Progress {
-        step: String,
-        done: u32,
-        total: u32,
-    },
-    Probe {
-        name: String,
-        result: ProbeResult,
-    },
-    Log {
-        line: String,
-    },
+    Progress { step: String, done: u32, total: u32 },
+    Probe { name: String, result: ProbeResult },
+    Log { line: String },
 }
 
 /// The final, successful answer to a request.
@@ -178,7 +166,9 @@ pub struct ModelInfo {
 #[serde(rename_all = "snake_case")]
 pub enum FileFormat {
     /// Starts with `GGUF` and a little-endian version.
-    Gguf { version: u32 },
+    Gguf {
+        version: u32,
+    },
     /// An 8-byte little-endian header length followed by a JSON header.
     Safetensors,
     Unknown,
@@ -264,11 +254,7 @@ impl ServerMessage {
     }
 
     pub fn error(id: Option<RequestId>, code: ErrorCode, message: impl Into<String>) -> Self {
-        ServerMessage::Error(ErrorFrame {
-            id,
-            code,
-            message: message.into(),
-        })
+        ServerMessage::Error(ErrorFrame { id, code, message: message.into() })
     }
 }
 

@@ -11,10 +11,7 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 
 fn probe(ok: bool) -> ProbeResult {
-    ProbeResult {
-        available: ok,
-        detail: if ok { "ok" } else { "bpf(): EPERM" }.to_string(),
-    }
+    ProbeResult { available: ok, detail: if ok { "ok" } else { "bpf(): EPERM" }.to_string() }
 }
 
 fn every_client_message() -> Vec<ClientMessage> {
@@ -38,9 +35,7 @@ fn every_server_message() -> Vec<ServerMessage> {
     let replies = vec![
         Reply::Pong { nonce: 0 },
         Reply::Capabilities(caps.clone()),
-        Reply::Models {
-            models: vec![ModelEntry { root: FileRoot::Assets, path: "x".into(), bytes: 1 << 40 }],
-        },
+        Reply::Models { models: vec![ModelEntry { root: FileRoot::Assets, path: "x".into(), bytes: 1 << 40 }] },
         Reply::Models { models: vec![] },
         Reply::ModelInfo(ModelInfo {
             root: FileRoot::Models,
@@ -129,7 +124,11 @@ fn bad_frames_are_named() {
         (r#"{"type":"request","id":1,"request":{"op":"format_disk"}}"#, ErrorCode::UnknownType, "format_disk"),
         (r#"{"type":"request","id":-1,"request":{"op":"probe"}}"#, ErrorCode::BadFields, "request"),
         (r#"{"type":"hello"}"#, ErrorCode::BadFields, "protocol"),
-        (r#"{"type":"request","id":1,"request":{"op":"model_info","root":"etc","path":"x"}}"#, ErrorCode::BadFields, "etc"),
+        (
+            r#"{"type":"request","id":1,"request":{"op":"model_info","root":"etc","path":"x"}}"#,
+            ErrorCode::BadFields,
+            "etc",
+        ),
     ];
     for (frame, code, mentions) in cases {
         let err = ClientMessage::from_json(frame).expect_err(frame);

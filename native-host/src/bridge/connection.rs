@@ -33,9 +33,8 @@ pub enum Outbound {
 }
 
 pub async fn run(stream: TcpStream, peer: SocketAddr, config: Arc<Config>, slot: Option<OwnedSemaphorePermit>) {
-    let ws_config = WebSocketConfig::default()
-        .max_message_size(Some(MAX_FRAME_BYTES))
-        .max_frame_size(Some(MAX_FRAME_BYTES));
+    let ws_config =
+        WebSocketConfig::default().max_message_size(Some(MAX_FRAME_BYTES)).max_frame_size(Some(MAX_FRAME_BYTES));
     let upgrade = tokio_tungstenite::accept_hdr_async_with_config(
         stream,
         handshake::callback(&config, slot.is_some()),
@@ -58,13 +57,7 @@ pub async fn run(stream: TcpStream, peer: SocketAddr, config: Arc<Config>, slot:
     });
     let _ = out.send(Outbound::Frame(hello)).await;
 
-    let mut conn = Conn {
-        out,
-        urgent_close: Some(urgent_close),
-        config,
-        hello_done: false,
-        running: HashMap::new(),
-    };
+    let mut conn = Conn { out, urgent_close: Some(urgent_close), config, hello_done: false, running: HashMap::new() };
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<RequestId>();
     let hello_deadline = tokio::time::sleep(HANDSHAKE_TIMEOUT);
     tokio::pin!(hello_deadline);
@@ -144,9 +137,13 @@ impl Conn {
                 self.hello_done = true;
                 Step::Go
             }
-            ClientMessage::Request { id, .. } | ClientMessage::Cancel { id } if !self.hello_done => self.reply_now(
-                ServerMessage::error(Some(id), ErrorCode::HelloRequired, "send {\"type\":\"hello\",\"protocol\":1} first"),
-            ),
+            ClientMessage::Request { id, .. } | ClientMessage::Cancel { id } if !self.hello_done => {
+                self.reply_now(ServerMessage::error(
+                    Some(id),
+                    ErrorCode::HelloRequired,
+                    "send {\"type\":\"hello\",\"protocol\":1} first",
+                ))
+            }
             ClientMessage::Cancel { id } => match self.running.remove(&id) {
                 // The request's own task sends its final `cancelled` error, so its events and
                 // its final frame stay in order.
@@ -154,26 +151,30 @@ impl Conn {
                     let _ = cancel.send(());
                     Step::Go
                 }
-                None => self.reply_now(ServerMessage::error(Some(id), ErrorCode::NotFound, format!("no request {id} is running"))),
+                None => self.reply_now(ServerMessage::error(
+                    Some(id),
+                    ErrorCode::NotFound,
+                    format!("no request {id} is running"),
+                )),
             },
-            ClientMessage::Request { id, .. } if self.running.contains_key(&id) => self.reply_now(ServerMessage::error(
-                Some(id),
-                ErrorCode::DuplicateId,
-                format!("request {id} is still running; ids must be unique among running requests"),
-            )),
-            ClientMessage::Request { id, .. } if self.running.len() >= MAX_IN_FLIGHT => self.reply_now(ServerMessage::error(
-                Some(id),
-                ErrorCode::Busy,
-                format!("{MAX_IN_FLIGHT} requests are already running; wait for one to finish"),
-            )),
+            ClientMessage::Request { id, .. } if self.running.contains_key(&id) => {
+                self.reply_now(ServerMessage::error(
+                    Some(id),
+                    ErrorCode::DuplicateId,
+                    format!("request {id} is still running; ids must be unique among running requests"),
+                ))
+            }
+            ClientMessage::Request { id, .. } if self.running.len() >= MAX_IN_FLIGHT => {
+                self.reply_now(ServerMessage::error(
+                    Some(id),
+                    ErrorCode::Busy,
+                    format!("{MAX_IN_FLIGHT} requests are already running; wait for one to finish"),
+                ))
+            }
             ClientMessage::Request { id, request } => {
                 let (cancel_tx, cancel_rx) = oneshot::channel();
                 self.running.insert(id, cancel_tx);
-                let task = requests::Task {
-                    id,
-                    out: self.out.clone(),
-                    config: Arc::clone(&self.config),
-                };
+                let task = requests::Task { id, out: self.out.clone(), config: Arc::clone(&self.config) };
                 tokio::spawn(task.run(request, cancel_rx, done.clone()));
                 Step::Go
             }
@@ -246,9 +247,6 @@ where
     while !reason.is_char_boundary(cut) {
         cut -= 1;
     }
-    let frame = CloseFrame {
-        code: CloseCode::from(code),
-        reason: reason[..cut].to_string().into(),
-    };
+    let frame = CloseFrame { code: CloseCode::from(code), reason: reason[..cut].to_string().into() };
     let _ = tokio::time::timeout(HANDSHAKE_TIMEOUT, sink.send(Message::Close(Some(frame)))).await;
 }

@@ -32,8 +32,12 @@ impl Refusal {
     pub fn reason(&self) -> String {
         match self {
             Refusal::WrongPath(p) => format!("no websocket at {p:?}; connect to {WS_PATH}"),
-            Refusal::Origin(o) => format!("origin {o:?} is not allowed (start the bridge with --allow-origin {o} to permit it)"),
-            Refusal::NoToken => format!("missing session token: connect to {WS_PATH}?{TOKEN_PARAM}=<token printed by native-host serve>"),
+            Refusal::Origin(o) => {
+                format!("origin {o:?} is not allowed (start the bridge with --allow-origin {o} to permit it)")
+            }
+            Refusal::NoToken => format!(
+                "missing session token: connect to {WS_PATH}?{TOKEN_PARAM}=<token printed by native-host serve>"
+            ),
             Refusal::BadToken => "wrong session token".into(),
             Refusal::Full => format!("too many connections (limit {})", super::MAX_CONNECTIONS),
         }
@@ -71,9 +75,14 @@ pub fn check(request: &Request, config: &Config) -> Result<(), Refusal> {
 }
 
 /// The callback tungstenite runs on the upgrade request.
-pub fn callback(config: &Config, has_slot: bool) -> impl FnOnce(&Request, Response) -> Result<Response, ErrorResponse> + '_ {
+// The large error type is tungstenite's own HTTP response; the signature is not ours to choose.
+#[allow(clippy::result_large_err)]
+pub fn callback(
+    config: &Config,
+    has_slot: bool,
+) -> impl FnOnce(&Request, Response) -> Result<Response, ErrorResponse> + '_ {
     move |request, response| {
-        let verdict = check(request, config).and_then(|()| if has_slot { Ok(()) } else { Err(Refusal::Full) });
+        let verdict = check(request, config).and(if has_slot { Ok(()) } else { Err(Refusal::Full) });
         match verdict {
             Ok(()) => Ok(response),
             Err(refusal) => {

@@ -3,9 +3,7 @@
 use super::connection::Outbound;
 use super::Config;
 use crate::probe;
-use kernels_wasm::protocol::{
-    ErrorCode, Event, Reply, Request, RequestId, ServerMessage, MAX_PING_DELAY_MS,
-};
+use kernels_wasm::protocol::{ErrorCode, Event, Reply, Request, RequestId, ServerMessage, MAX_PING_DELAY_MS};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -89,7 +87,5 @@ impl Task {
 }
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, Failure> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| Failure::new(ErrorCode::Internal, format!("worker failed: {e}")))
+    tokio::task::spawn_blocking(f).await.map_err(|e| Failure::new(ErrorCode::Internal, format!("worker failed: {e}")))
 }

@@ -32,11 +32,8 @@ pub fn Heatmap(
                 return;
             }
             let pixels = rgba(v, max_abs(v));
-            let ctx = canvas
-                .get_context("2d")
-                .ok()
-                .flatten()
-                .and_then(|c| c.dyn_into::<CanvasRenderingContext2d>().ok());
+            let ctx =
+                canvas.get_context("2d").ok().flatten().and_then(|c| c.dyn_into::<CanvasRenderingContext2d>().ok());
             let image = ImageData::new_with_u8_clamped_array_and_sh(Clamped(&pixels), cols as u32, rows as u32);
             if let (Some(ctx), Ok(image)) = (ctx, image) {
                 let _ = ctx.put_image_data(&image, 0.0, 0.0);
@@ -49,7 +46,9 @@ pub fn Heatmap(
         let rect = canvas.get_bounding_client_rect();
         let (x, y) = (ev.client_x() as f64 - rect.left(), ev.client_y() as f64 - rect.top());
         let cell = cell_at(x, y, rect.width(), rect.height(), rows, cols);
-        hover.set(cell.map(|(r, c)| (r, c, values.with_untracked(|v| v.get(r * cols + c).copied().unwrap_or(f32::NAN)))));
+        hover.set(
+            cell.map(|(r, c)| (r, c, values.with_untracked(|v| v.get(r * cols + c).copied().unwrap_or(f32::NAN)))),
+        );
     };
 
     // The highlight box, in percent of the grid so it follows CSS scaling.

@@ -10,3 +10,6 @@ pub use heatmap::Heatmap;
 pub use step_controls::StepControls;
 pub use timeline::Timeline;
 pub use virtual_table::VirtualTable;
+
+#[cfg(test)]
+mod tests;

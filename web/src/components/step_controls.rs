@@ -54,7 +54,7 @@ pub fn StepControls(
     let playing = move || player.with(|p| p.playing);
     view! {
         <div class="step-controls" data-testid="step-controls">
-            <button data-testid="step-back" title="back" on:click=move |_| player.update(StepPlayer::back)>"⏮ back"</button>
+            <button data-testid="step-back" title="back" on:click=move |_| player.update(StepPlayer::back)>"« back"</button>
             <Show
                 when=playing
                 fallback=move || {
@@ -71,9 +71,9 @@ pub fn StepControls(
                     }
                 }
             >
-                <button data-testid="step-pause" on:click=move |_| player.update(StepPlayer::pause)>"⏸ pause"</button>
+                <button data-testid="step-pause" on:click=move |_| player.update(StepPlayer::pause)>"pause"</button>
             </Show>
-            <button data-testid="step-next" title="step" on:click=move |_| player.update(StepPlayer::step)>"step ⏭"</button>
+            <button data-testid="step-next" title="step" on:click=move |_| player.update(StepPlayer::step)>"step »"</button>
             <label>
                 "speed "
                 <select

@@ -13,11 +13,8 @@ pub fn from_query(search: &str) -> Option<String> {
 
 /// The query string with the token removed, so it does not linger in the address bar.
 pub fn strip(search: &str) -> String {
-    let rest: Vec<&str> = search
-        .trim_start_matches('?')
-        .split('&')
-        .filter(|kv| !kv.is_empty() && !kv.starts_with("token="))
-        .collect();
+    let rest: Vec<&str> =
+        search.trim_start_matches('?').split('&').filter(|kv| !kv.is_empty() && !kv.starts_with("token=")).collect();
     if rest.is_empty() {
         String::new()
     } else {

@@ -7,7 +7,9 @@ pub fn EbpfTab() -> impl IntoView {
     let bridge = expect_context::<Bridge>();
     let host = move || {
         bridge.status.with(|s| match s.hello() {
-            Some(h) if h.capabilities.ebpf.available => format!("This host can load BPF programs: {}", h.capabilities.ebpf.detail),
+            Some(h) if h.capabilities.ebpf.available => {
+                format!("This host can load BPF programs: {}", h.capabilities.ebpf.detail)
+            }
             Some(h) => format!("This host cannot load BPF programs: {}", h.capabilities.ebpf.detail),
             None => "No bridge connected: this tab needs native-host (cargo xtask serve).".to_string(),
         })

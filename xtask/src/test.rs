@@ -1,0 +1,109 @@
+//! `cargo xtask test`: every test. Native (`cargo test --workspace`), wasm in headless Chromium
+//! (wasm-bindgen-test), and end to end (the real page, the real bridge, headless Chromium driven
+//! by playwright-core). Every suite runs even if an earlier one failed; the summary says which.
+
+use crate::procs::{self, Proc};
+use crate::serve::build_native_host;
+use crate::setup::{self, For};
+use crate::{root, step};
+use anyhow::{bail, Result};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Ports of the e2e stack, away from `cargo xtask serve`'s so both can run at once.
+const E2E_BRIDGE_PORT: u16 = 18787;
+const E2E_WEB_PORT: u16 = 18080;
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_: Args) -> Result<()> {
+    let tools = setup::prerequisites(For::Test)?;
+    procs::catch_signals();
+    let mut results: Vec<(&str, Duration, Result<()>)> = Vec::new();
+
+    step("native tests: cargo test --workspace");
+    let t = Instant::now();
+    let native = cargo(&["test", "--workspace"], &[]);
+    results.push(("native (cargo test --workspace)", t.elapsed(), native));
+
+    step("wasm tests in headless Chromium: cargo test --target wasm32-unknown-unknown -p kernels-wasm -p web");
+    let t = Instant::now();
+    let runner = tools.wasm_bindgen_test_runner.to_string_lossy().into_owned();
+    let wasm = cargo(
+        &["test", "--target", "wasm32-unknown-unknown", "-p", "kernels-wasm", "-p", "web"],
+        &[("CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER", runner.as_str()), ("CHROMEDRIVER", "/usr/bin/chromedriver")],
+    );
+    results.push(("wasm (wasm-bindgen-test, Chromium)", t.elapsed(), wasm));
+
+    step("end-to-end tests: playground + bridge in headless Chromium");
+    let t = Instant::now();
+    let e2e = e2e(&tools);
+    results.push(("end to end (node --test, playwright-core)", t.elapsed(), e2e));
+
+    step("summary");
+    let mut failed = 0;
+    for (name, took, result) in &results {
+        match result {
+            Ok(()) => println!("  PASS  {name}  ({:.0?})", took),
+            Err(e) => {
+                failed += 1;
+                println!("  FAIL  {name}  ({:.0?}): {e:#}", took)
+            }
+        }
+    }
+    if failed > 0 {
+        bail!("{failed} of {} test suites failed", results.len());
+    }
+    Ok(())
+}
+
+fn cargo(args: &[&str], env: &[(&str, &str)]) -> Result<()> {
+    let status = Command::new("cargo").args(args).envs(env.iter().copied()).current_dir(root()).status()?;
+    if !status.success() {
+        bail!("`cargo {}` failed ({status})", args.join(" "));
+    }
+    Ok(())
+}
+
+fn e2e(tools: &setup::Tools) -> Result<()> {
+    let native_host = build_native_host()?;
+    procs::ensure_free(E2E_BRIDGE_PORT, "another `cargo xtask test` running?")?;
+    procs::ensure_free(E2E_WEB_PORT, "another `cargo xtask test` running?")?;
+    let root = root();
+    let dir = root.join("target/e2e");
+    std::fs::create_dir_all(dir.join("screenshots"))?;
+    // The same playground as Trunk.toml, on the e2e ports. Absolute paths: trunk resolves them
+    // against the config's own directory.
+    let config = format!(
+        "[build]\ntarget = {index:?}\ndist = {dist:?}\n\n[watch]\nignore = [{target:?}]\n\n[serve]\naddresses = [\"127.0.0.1\"]\nport = {E2E_WEB_PORT}\n\n[[proxy]]\nbackend = \"ws://127.0.0.1:{E2E_BRIDGE_PORT}/ws\"\nws = true\n",
+        index = root.join("web/index.html"),
+        dist = root.join("target/dist"),
+        target = root.join("target"),
+    );
+    std::fs::write(dir.join("Trunk.toml"), config)?;
+    let mut web = Proc::spawn(
+        "trunk",
+        Command::new(&tools.trunk)
+            .args(["serve", "--offline", "--no-autoreload", "--config"])
+            .arg(dir.join("Trunk.toml"))
+            .current_dir(&root)
+            .env("PATH", procs::path_with(&tools.trunk)),
+    )?;
+    procs::wait_http_ok(&mut web, E2E_WEB_PORT, Duration::from_secs(30 * 60))?;
+    // The test itself starts, stops and restarts the bridge (reconnection is part of what it checks).
+    let status = Command::new("node")
+        .args(["--test", "--test-concurrency=1"])
+        .current_dir(root.join("web/e2e"))
+        .env("E2E_WEB_URL", format!("http://127.0.0.1:{E2E_WEB_PORT}"))
+        .env("E2E_BRIDGE_PORT", E2E_BRIDGE_PORT.to_string())
+        .env("NATIVE_HOST_BIN", &native_host)
+        .env("E2E_SCREENSHOTS", dir.join("screenshots"))
+        .status()?;
+    web.stop();
+    if !status.success() {
+        bail!("end-to-end tests failed ({status})");
+    }
+    println!("screenshots: {}", dir.join("screenshots").display());
+    Ok(())
+}
