@@ -382,3 +382,39 @@ async fn connections_are_bounded() {
     };
     assert!(matches!(recv(&mut ws).await, ServerMessage::Hello(_)));
 }
+
+#[tokio::test]
+async fn silent_clients_are_dropped_and_plain_http_is_refused() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = start("silent");
+    // Both waits run at once: each ends after the bridge's 10 s handshake timeout.
+    let never_says_hello = async {
+        // A websocket that never says hello is closed with a reason.
+        let mut ws = connect_raw(&server, &format!("?token={TOKEN}"), None).await.unwrap();
+        assert!(matches!(recv(&mut ws).await, ServerMessage::Hello(_)));
+        match next_frame(&mut ws).await {
+            Frame::Closed(Some((code, reason))) => {
+                assert_eq!(code, close_code::POLICY_VIOLATION);
+                assert!(reason.contains("hello"), "{reason}");
+            }
+            other => panic!("expected a close, got {other:?}"),
+        }
+    };
+    let never_upgrades = async {
+        // A TCP connection that never finishes its upgrade is dropped.
+        let mut idle = TcpStream::connect(&server.addr).await.unwrap();
+        let mut buf = [0u8; 64];
+        let n = tokio::time::timeout(Duration::from_secs(20), idle.read(&mut buf)).await.expect("open after 20 s");
+        assert!(matches!(n, Ok(0) | Err(_)), "{n:?}");
+    };
+    tokio::join!(never_says_hello, never_upgrades);
+    // A plain HTTP request (someone opening the address in a browser) gets an explanation.
+    let mut plain = TcpStream::connect(&server.addr).await.unwrap();
+    plain.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    let mut reply = String::new();
+    tokio::time::timeout(Duration::from_secs(10), plain.read_to_string(&mut reply)).await.unwrap().unwrap();
+    assert!(reply.starts_with("HTTP/1.1 426 Upgrade Required"), "{reply}");
+    assert!(reply.contains("substrates bridge") && !reply.contains(TOKEN), "{reply}");
+    let mut again = connect(&server).await;
+    assert_alive(&mut again, 1).await;
+}

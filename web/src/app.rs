@@ -2,6 +2,7 @@
 
 use crate::bridge::{Bridge, BridgeStatus};
 use crate::tabs;
+use kernels_wasm::protocol::ProbeResult;
 use leptos::prelude::*;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,22 +108,8 @@ fn Header() -> impl IntoView {
                                 <span class="host" data-testid="host-version">
                                     "native-host " {hello.host_version}
                                 </span>
-                                <span
-                                    class="cap"
-                                    data-testid="cap-ebpf"
-                                    data-available=caps.ebpf.available.to_string()
-                                    title=caps.ebpf.detail.clone()
-                                >
-                                    {if caps.ebpf.available { "eBPF ✓" } else { "eBPF ✗" }}
-                                </span>
-                                <span
-                                    class="cap"
-                                    data-testid="cap-clang"
-                                    data-available=caps.clang.available.to_string()
-                                    title=caps.clang.detail.clone()
-                                >
-                                    {if caps.clang.available { "clang-19 ✓" } else { "clang-19 ✗" }}
-                                </span>
+                                <CapBadge name="eBPF" testid="cap-ebpf" probe=caps.ebpf />
+                                <CapBadge name="clang-19" testid="cap-clang" probe=caps.clang />
                                 {move || {
                                     rtt.get()
                                         .map(|ms| {
@@ -134,5 +121,16 @@ fn Header() -> impl IntoView {
                 }}
             </div>
         </header>
+    }
+}
+
+/// One capability of the host: ✓ or ✗, with the probe's detail as the tooltip.
+#[component]
+fn CapBadge(name: &'static str, testid: &'static str, probe: ProbeResult) -> impl IntoView {
+    let mark = if probe.available { "✓" } else { "✗" };
+    view! {
+        <span class="cap" data-testid=testid data-available=probe.available.to_string() title=probe.detail>
+            {format!("{name} {mark}")}
+        </span>
     }
 }

@@ -32,7 +32,13 @@ pub enum Outbound {
     Close(u16, String),
 }
 
-pub async fn run(stream: TcpStream, peer: SocketAddr, config: Arc<Config>, slot: Option<OwnedSemaphorePermit>) {
+pub async fn run(mut stream: TcpStream, peer: SocketAddr, config: Arc<Config>, slot: Option<OwnedSemaphorePermit>) {
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, is_websocket_upgrade(&stream)).await {
+        Ok(Ok(true)) => {}
+        Ok(Ok(false)) => return not_a_websocket(&mut stream).await,
+        Ok(Err(_)) => return,
+        Err(_) => return crate::warn!("{peer}: no complete HTTP request within {HANDSHAKE_TIMEOUT:?}"),
+    }
     let ws_config =
         WebSocketConfig::default().max_message_size(Some(MAX_FRAME_BYTES)).max_frame_size(Some(MAX_FRAME_BYTES));
     let upgrade = tokio_tungstenite::accept_hdr_async_with_config(
@@ -101,6 +107,39 @@ pub async fn run(stream: TcpStream, peer: SocketAddr, config: Arc<Config>, slot:
     conn.running.clear();
     drop(conn);
     let _ = writer.await;
+}
+
+/// Reads (without consuming) the request head: is it a websocket upgrade? Anything else, e.g. a
+/// person opening the bridge's address in a browser, gets a plain explanation instead.
+async fn is_websocket_upgrade(stream: &TcpStream) -> std::io::Result<bool> {
+    const MAX_HEAD: usize = 16 * 1024;
+    let mut buf = vec![0u8; MAX_HEAD];
+    loop {
+        let n = stream.peek(&mut buf).await?;
+        let head = &buf[..n];
+        if n == 0 || n == MAX_HEAD {
+            return Ok(false);
+        }
+        if let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&head[..end]).to_ascii_lowercase();
+            return Ok(head.lines().any(|l| l.starts_with("upgrade:") && l.contains("websocket")));
+        }
+        // peek returns at once while the head is incomplete; wait for more bytes.
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+async fn not_a_websocket(stream: &mut TcpStream) {
+    use tokio::io::AsyncWriteExt;
+    let body = "This is the substrates bridge (native-host serve). It speaks websocket at /ws?token=<session token>.\n\
+                Open the playground instead: the URL `cargo xtask serve` printed.\n";
+    let response = format!(
+        "HTTP/1.1 426 Upgrade Required\r\nUpgrade: websocket\r\nConnection: close\r\n\
+         Content-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.write_all(response.as_bytes()).await;
+    let _ = stream.shutdown().await;
 }
 
 enum Step {
