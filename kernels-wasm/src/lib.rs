@@ -5,10 +5,12 @@
 //! `alloc` unless the default `std` feature is on.
 //!
 //! Modules:
+//! - [`bitnet`]: BitNet b1.58 ternary kernels (I2_S; TL1/TL2 to come).
 //! - [`protocol`]: every message that crosses the playground ↔ bridge websocket, defined once and
 //!   used by both sides.
 #![cfg_attr(not(feature = "std"), no_std)]
 
 extern crate alloc;
 
+pub mod bitnet;
 pub mod protocol;

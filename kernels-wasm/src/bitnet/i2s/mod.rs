@@ -1,0 +1,146 @@
+//! I2_S: ternary weights as 2-bit codes `w + 1`, multiplied with int8 activations by a
+//! multiply-add kernel: `acc = Σ code·q − Σ q = Σ w·q`.
+//!
+//! Byte layout (x86, bitnet.cpp's `QK_I2_S` = 128): each row is cut into blocks of 128
+//! weights stored in 32 bytes; weight `j` of a block sits in byte `j % 32` at bit shift
+//! `6 − 2·(j / 32)`. So one 32-byte load, shifted by 6, 4, 2 and 0 and masked with 3, yields
+//! the codes of weights 0–31, 32–63, 64–95 and 96–127 in order — the four activation slices.
+//! The ARM layout is the same with 64-weight blocks in 16 bytes. The tensor's single f32
+//! scale follows the codes when stored.
+
+mod scalar;
+#[cfg(target_arch = "wasm32")]
+mod simd128;
+#[cfg(target_arch = "x86_64")]
+mod x86;
+#[cfg(target_arch = "aarch64")]
+mod neon;
+
+use super::backend::Backend;
+use super::quant::{check_len, QuantActs, TernaryMatrix};
+use super::{dequantize, BitnetError};
+use alloc::vec;
+use alloc::vec::Vec;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum I2sLayout {
+    /// 128 weights in 32 bytes.
+    X86,
+    /// 64 weights in 16 bytes.
+    Arm,
+}
+
+impl I2sLayout {
+    /// Weights per block.
+    pub const fn block(self) -> usize {
+        match self {
+            I2sLayout::X86 => 128,
+            I2sLayout::Arm => 64,
+        }
+    }
+
+    /// Bytes per block (= weights per 2-bit plane).
+    pub const fn lanes(self) -> usize {
+        self.block() / 4
+    }
+}
+
+/// A packed I2_S matrix: M rows of K weights.
+#[derive(Debug, Clone, PartialEq)]
+pub struct I2sMatrix {
+    pub rows: usize,
+    pub cols: usize,
+    pub layout: I2sLayout,
+    /// `rows * cols / 4` bytes, row after row.
+    pub codes: Vec<u8>,
+    pub scale: f32,
+}
+
+impl I2sMatrix {
+    pub fn pack(t: &TernaryMatrix, layout: I2sLayout) -> Result<Self, BitnetError> {
+        let (block, lanes) = (layout.block(), layout.lanes());
+        if t.cols % block != 0 {
+            return Err(BitnetError::Shape {
+                format: "I2_S",
+                m: t.rows,
+                k: t.cols,
+                why: alloc::format!("K must be a multiple of {block} (the I2_S block)"),
+            });
+        }
+        let mut codes = vec![0u8; t.rows * t.cols / 4];
+        for (i, &w) in t.w.iter().enumerate() {
+            let (block_start, j) = (i / block * block, i % block);
+            let byte = block_start / 4 + j % lanes;
+            codes[byte] |= ((w + 1) as u8) << (6 - 2 * (j / lanes));
+        }
+        Ok(I2sMatrix { rows: t.rows, cols: t.cols, layout, codes, scale: t.scale })
+    }
+
+    pub fn unpack(&self) -> TernaryMatrix {
+        let (block, lanes) = (self.layout.block(), self.layout.lanes());
+        let w = (0..self.rows * self.cols)
+            .map(|i| {
+                let (block_start, j) = (i / block * block, i % block);
+                let code = (self.codes[block_start / 4 + j % lanes] >> (6 - 2 * (j / lanes))) & 3;
+                code as i8 - 1
+            })
+            .collect();
+        TernaryMatrix { rows: self.rows, cols: self.cols, w, scale: self.scale }
+    }
+
+    fn row_codes(&self, r: usize) -> &[u8] {
+        let n = self.cols / 4;
+        &self.codes[r * n..(r + 1) * n]
+    }
+
+    /// Exact int32 accumulators `Σ_k w[r][k]·q[k]` for rows `rows` into `acc`.
+    pub fn gemv_acc(&self, q: &[i8], backend: Backend, acc: &mut [i32]) -> Result<(), BitnetError> {
+        check_len("activations", self.cols, q.len())?;
+        check_len("accumulators", self.rows, acc.len())?;
+        // Σq turns Σ code·q into Σ w·q, since code = w + 1.
+        let q_sum: i32 = q.iter().map(|&v| v as i32).sum();
+        for (r, out) in acc.iter_mut().enumerate() {
+            *out = self.dot(r, q, backend) - q_sum;
+        }
+        Ok(())
+    }
+
+    /// `Σ code·q` of one row, on `backend` (scalar if that backend is not available here).
+    fn dot(&self, r: usize, q: &[i8], backend: Backend) -> i32 {
+        let codes = self.row_codes(r);
+        match (backend, self.layout) {
+            #[cfg(target_arch = "x86_64")]
+            (Backend::Avx2, I2sLayout::X86) if backend.is_available() => {
+                // SAFETY: AVX2 was detected at run time.
+                unsafe { x86::dot_avx2(codes, q) }
+            }
+            #[cfg(target_arch = "x86_64")]
+            (Backend::Avx512, I2sLayout::X86) if backend.is_available() => {
+                // SAFETY: AVX-512 F/BW/VNNI were detected at run time.
+                unsafe { x86::dot_avx512(codes, q) }
+            }
+            #[cfg(target_arch = "wasm32")]
+            (Backend::Simd128, _) => {
+                // SAFETY: simd128 is assumed by the wasm build (see Backend::is_available).
+                unsafe { simd128::dot(codes, q, self.layout) }
+            }
+            #[cfg(target_arch = "aarch64")]
+            (Backend::Neon, _) => neon::dot(codes, q, self.layout),
+            _ => scalar::dot(codes, q, self.layout),
+        }
+    }
+
+    /// `y = W·x` for one quantised activation row.
+    pub fn gemv(&self, acts: &QuantActs, backend: Backend, out: &mut [f32]) -> Result<(), BitnetError> {
+        let mut acc = vec![0i32; self.rows];
+        self.gemv_acc(&acts.q, backend, &mut acc)?;
+        check_len("outputs", self.rows, out.len())?;
+        for (o, a) in out.iter_mut().zip(acc) {
+            *o = dequantize(a, acts.scale, self.scale);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,97 @@
+use super::*;
+use crate::bitnet::quant::{quantize_activations, Rounding};
+use crate::bitnet::testutil::{edge_cases, plain_dot, Rng};
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+const LAYOUTS: [I2sLayout; 2] = [I2sLayout::X86, I2sLayout::Arm];
+
+#[test]
+fn pack_and_unpack_are_inverse() {
+    let mut rng = Rng::new(1);
+    for layout in LAYOUTS {
+        for (m, k) in [(1, 128), (3, 256), (17, 384), (64, 1536)] {
+            let t = rng.ternary(m, k);
+            let packed = I2sMatrix::pack(&t, layout).unwrap();
+            assert_eq!(packed.codes.len(), m * k / 4);
+            assert_eq!(packed.unpack(), t, "{layout:?} {m}x{k}");
+        }
+    }
+}
+
+#[test]
+fn byte_layout_is_bitnet_cpps() {
+    // Weight j of a block alone at +1 (code 2), the rest at -1 (code 0): only byte j % 32
+    // carries a bit pair, at shift 6 - 2·(j / 32).
+    for j in 0..128 {
+        let mut w = alloc::vec![-1i8; 256];
+        w[128 + j] = 1; // second block, to check the block offset too
+        let t = TernaryMatrix::new(1, 256, w, 1.0).unwrap();
+        let p = I2sMatrix::pack(&t, I2sLayout::X86).unwrap();
+        for (i, &byte) in p.codes.iter().enumerate() {
+            let expected = if i == 32 + j % 32 { 2u8 << (6 - 2 * (j / 32)) } else { 0 };
+            assert_eq!(byte, expected, "weight {j}, byte {i}");
+        }
+    }
+}
+
+#[test]
+fn shapes_the_format_cannot_take_are_refused() {
+    let t = Rng::new(2).ternary(4, 200);
+    let err = I2sMatrix::pack(&t, I2sLayout::X86).unwrap_err();
+    assert!(alloc::format!("{err}").contains("multiple of 128"), "{err}");
+    let p = I2sMatrix::pack(&Rng::new(3).ternary(4, 128), I2sLayout::X86).unwrap();
+    assert!(matches!(p.gemv_acc(&[0; 127], Backend::Scalar, &mut [0; 4]), Err(BitnetError::Length { .. })));
+    assert!(matches!(p.gemv_acc(&[0; 128], Backend::Scalar, &mut [0; 3]), Err(BitnetError::Length { .. })));
+}
+
+/// Every backend available here, on random and edge inputs, equals the plain dot product.
+#[test]
+fn every_backend_equals_the_plain_dot_product() {
+    let mut rng = Rng::new(4);
+    for layout in LAYOUTS {
+        for (m, k) in [(1, 128), (5, 256), (8, 640), (32, 768), (7, 3072)] {
+            let mut cases = edge_cases(m, k);
+            for _ in 0..3 {
+                cases.push((rng.ternary(m, k), rng.acts(k)));
+            }
+            for (t, q) in cases {
+                let expected = plain_dot(&t, &q);
+                let p = I2sMatrix::pack(&t, layout).unwrap();
+                for backend in Backend::available() {
+                    let mut acc = alloc::vec![0; m];
+                    p.gemv_acc(&q, backend, &mut acc).unwrap();
+                    assert_eq!(acc, expected, "{backend:?} {layout:?} {m}x{k}");
+                }
+            }
+        }
+    }
+}
+
+/// The f32 result differs from an f32 matmul with the ternary weights only by activation
+/// quantisation: each |x_k − q_k/s| ≤ 0.5/s, so |y − ŷ| ≤ β·Σ_k|w_k|·0.5/s, plus f32 rounding
+/// of the sums (bounded here by 1e-5 of the magnitudes involved).
+#[test]
+fn f32_output_is_within_the_activation_quantisation_bound() {
+    let mut rng = Rng::new(5);
+    let (m, k) = (16, 512);
+    let t = rng.ternary(m, k);
+    let x = rng.f32s(k, 3.0);
+    let acts = quantize_activations(&x, Rounding::HalfEven).unwrap();
+    let p = I2sMatrix::pack(&t, I2sLayout::X86).unwrap();
+    let mut y = alloc::vec![0f32; m];
+    p.gemv(&acts, Backend::Scalar, &mut y).unwrap();
+    for r in 0..m {
+        let exact: f64 = t.row(r).iter().zip(&x).map(|(&w, &v)| w as f64 * v as f64).sum::<f64>() * t.scale as f64;
+        let l1: f64 = t.row(r).iter().map(|w| w.abs() as f64).sum();
+        let bound = t.scale as f64 * l1 * 0.5 / acts.scale as f64;
+        let magnitude: f64 = x.iter().map(|v| v.abs() as f64).sum::<f64>() * t.scale as f64;
+        assert!((y[r] as f64 - exact).abs() <= bound + 1e-5 * magnitude, "row {r}: {} vs {exact}, bound {bound}", y[r]);
+    }
+    // Every backend's f32 outputs are identical to the scalar ones.
+    for backend in Backend::available() {
+        let mut yb = alloc::vec![0f32; m];
+        p.gemv(&acts, backend, &mut yb).unwrap();
+        assert_eq!(yb.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), y.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+    }
+}

@@ -1,0 +1,67 @@
+//! I2_S on x86-64: AVX2 (`pmaddubsw`, as bitnet.cpp) and AVX-512 VNNI (`vpdpbusd`, which
+//! multiplies the unsigned codes by the signed activations and sums four products per int32 lane
+//! in one instruction, so no int16 stage is needed).
+
+use core::arch::x86_64::*;
+
+/// `Σ code·q` for one row in the x86 layout (blocks of 32 bytes = 128 weights).
+///
+/// # Safety
+/// The CPU must support AVX2; `q.len() == codes.len() * 4`.
+#[target_feature(enable = "avx2")]
+pub unsafe fn dot_avx2(codes: &[u8], q: &[i8]) -> i32 {
+    let mask = _mm256_set1_epi8(3);
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = _mm256_setzero_si256();
+    for (b, chunk) in codes.chunks_exact(32).enumerate() {
+        let v = _mm256_loadu_si256(chunk.as_ptr().cast());
+        let qb = q.as_ptr().add(b * 128);
+        let load = |plane: usize| _mm256_loadu_si256(qb.add(plane * 32).cast());
+        // Each pmaddubsw lane is at most 2·2·128 = 512 in magnitude, four of them 2048: int16 is safe.
+        let mut s16 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 6), mask), load(0));
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), mask), load(1)));
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 2), mask), load(2)));
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(_mm256_and_si256(v, mask), load(3)));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(s16, ones));
+    }
+    hsum256(acc)
+}
+
+/// Two blocks per 512-bit register; a leftover odd block goes through AVX2.
+///
+/// # Safety
+/// The CPU must support AVX-512 F, BW and VNNI; `q.len() == codes.len() * 4`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub unsafe fn dot_avx512(codes: &[u8], q: &[i8]) -> i32 {
+    let mask = _mm512_set1_epi8(3);
+    let mut acc = _mm512_setzero_si512();
+    let pairs = codes.len() / 64;
+    for p in 0..pairs {
+        let v = _mm512_loadu_si512(codes.as_ptr().add(p * 64).cast());
+        let (q0, q1) = (q.as_ptr().add(p * 256), q.as_ptr().add(p * 256 + 128));
+        // Bytes 0–31 of the register belong to the first block, 32–63 to the second: pair
+        // each with its own block's activations.
+        let acts = |plane: usize| {
+            let lo = _mm256_loadu_si256(q0.add(plane * 32).cast());
+            let hi = _mm256_loadu_si256(q1.add(plane * 32).cast());
+            _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
+        };
+        acc = _mm512_dpbusd_epi32(acc, _mm512_and_si512(_mm512_srli_epi16(v, 6), mask), acts(0));
+        acc = _mm512_dpbusd_epi32(acc, _mm512_and_si512(_mm512_srli_epi16(v, 4), mask), acts(1));
+        acc = _mm512_dpbusd_epi32(acc, _mm512_and_si512(_mm512_srli_epi16(v, 2), mask), acts(2));
+        acc = _mm512_dpbusd_epi32(acc, _mm512_and_si512(v, mask), acts(3));
+    }
+    let mut total = _mm512_reduce_add_epi32(acc);
+    if codes.len() % 64 != 0 {
+        total += dot_avx2(&codes[pairs * 64..], &q[pairs * 256..]);
+    }
+    total
+}
+
+#[target_feature(enable = "avx2")]
+unsafe fn hsum256(v: __m256i) -> i32 {
+    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+    _mm_cvtsi128_si32(s)
+}

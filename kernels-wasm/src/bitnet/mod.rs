@@ -1,0 +1,35 @@
+//! BitNet b1.58 kernels, as bitnet.cpp defines them: ternary weights ({-1, 0, 1} and one f32
+//! scale per tensor) multiplied with int8 activations (one f32 scale per row).
+//!
+//! - [`quant`]: absmean weight quantisation and per-tensor activation quantisation.
+//! - [`i2s`]: I2_S, 2-bit codes and a multiply-add kernel.
+//!
+//! Every kernel produces an exact int32 accumulator per output (the dot product of the ternary
+//! weights with the int8 activations) and then one shared f32 epilogue, so every backend and
+//! thread count gives bit-identical results.
+
+pub mod backend;
+pub mod i2s;
+pub mod quant;
+#[cfg(test)]
+pub(crate) mod testutil;
+
+/// Errors of the BitNet kernels: always naming the shape or value that was wrong.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BitnetError {
+    #[error("{what}: expected {expected} values, got {got}")]
+    Length { what: &'static str, expected: usize, got: usize },
+    #[error("{format} cannot take a {m}x{k} matrix: {why}")]
+    Shape { format: &'static str, m: usize, k: usize, why: alloc::string::String },
+    #[error("{what} contains a non-finite value at index {index}")]
+    NonFinite { what: &'static str, index: usize },
+    #[error("weight {value} at index {index} is not ternary (-1, 0 or 1)")]
+    NotTernary { index: usize, value: i8 },
+}
+
+/// The shared epilogue: `C = acc / act_scale * weight_scale`, in this order, in f32, as
+/// bitnet.cpp computes it. Every backend ends here so results match bit for bit.
+#[inline]
+pub fn dequantize(acc: i32, act_scale: f32, weight_scale: f32) -> f32 {
+    acc as f32 / act_scale * weight_scale
+}
