@@ -3,6 +3,7 @@
 //!
 //! - [`quant`]: absmean weight quantisation and per-tensor activation quantisation.
 //! - [`i2s`]: I2_S, 2-bit codes and a multiply-add kernel.
+//! - [`tiling`]: BM / BK / bm per shape, the formats' shape rules, `wsize`, `can_mul_mat`.
 //!
 //! Every kernel produces an exact int32 accumulator per output (the dot product of the ternary
 //! weights with the int8 activations) and then one shared f32 epilogue, so every backend and
@@ -13,6 +14,7 @@ pub mod i2s;
 pub mod quant;
 #[cfg(test)]
 pub(crate) mod testutil;
+pub mod tiling;
 
 /// Errors of the BitNet kernels: always naming the shape or value that was wrong.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
