@@ -10,8 +10,10 @@ use std::time::Instant;
 pub const TRUNK_VERSION: &str = "0.21.14";
 /// clang-19 compiles the eBPF programs and CUDA → PTX.
 const SERVE_PACKAGES: &[&str] = &["clang-19"];
-/// Headless browser tests.
-const TEST_PACKAGES: &[&str] = &["chromium", "chromium-driver"];
+/// Headless browser tests; NEON kernels cross-compiled and run under qemu.
+const TEST_PACKAGES: &[&str] = &["chromium", "chromium-driver", "qemu-user", "gcc-aarch64-linux-gnu"];
+/// The NEON tests' Rust target.
+pub const AARCH64: &str = "aarch64-unknown-linux-gnu";
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum For {
@@ -27,7 +29,10 @@ pub struct Tools {
 
 pub fn prerequisites(purpose: For) -> Result<Tools> {
     step("checking prerequisites (each is installed only if missing)");
-    wasm_target()?;
+    rust_target("wasm32-unknown-unknown")?;
+    if purpose == For::Test {
+        rust_target(AARCH64)?;
+    }
     let mut packages = SERVE_PACKAGES.to_vec();
     if purpose == For::Test {
         packages.extend_from_slice(TEST_PACKAGES);
@@ -60,20 +65,16 @@ fn timed(what: &str, cmd: &mut Command) -> Result<()> {
     Ok(())
 }
 
-fn wasm_target() -> Result<()> {
-    let out = Command::new("rustup")
-        .args(["target", "list", "--installed"])
-        .output()
-        .context("rustup not found: install Rust with rustup (https://rustup.rs), or add wasm32-unknown-unknown to your toolchain")?;
-    if String::from_utf8_lossy(&out.stdout).lines().any(|l| l.trim() == "wasm32-unknown-unknown") {
-        println!("  ok  rust target wasm32-unknown-unknown");
+fn rust_target(target: &str) -> Result<()> {
+    let out = Command::new("rustup").args(["target", "list", "--installed"]).output().with_context(|| {
+        format!("rustup not found: install Rust with rustup (https://rustup.rs), or add {target} to your toolchain")
+    })?;
+    if String::from_utf8_lossy(&out.stdout).lines().any(|l| l.trim() == target) {
+        println!("  ok  rust target {target}");
         return Ok(());
     }
-    println!("  ..  rust target wasm32-unknown-unknown: installing");
-    timed(
-        "rustup target add wasm32-unknown-unknown",
-        Command::new("rustup").args(["target", "add", "wasm32-unknown-unknown"]),
-    )
+    println!("  ..  rust target {target}: installing");
+    timed(&format!("rustup target add {target}"), Command::new("rustup").args(["target", "add", target]))
 }
 
 fn debian_packages(packages: &[&str]) -> Result<()> {

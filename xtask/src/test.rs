@@ -1,5 +1,5 @@
 //! `cargo xtask test`: every test. Native (`cargo test --workspace`), wasm in headless Chromium
-//! (wasm-bindgen-test), and end to end (the real page, the real bridge, headless Chromium driven
+//! (wasm-bindgen-test), the NEON kernels on aarch64 under qemu, and end to end (the real page, the real bridge, headless Chromium driven
 //! by playwright-core). Every suite runs even if an earlier one failed; the summary says which.
 
 use crate::procs::{self, Proc};
@@ -35,6 +35,11 @@ pub fn run(_: Args) -> Result<()> {
         &[("CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER", runner.as_str()), ("CHROMEDRIVER", "/usr/bin/chromedriver")],
     );
     results.push(("wasm (wasm-bindgen-test, Chromium)", t.elapsed(), wasm));
+
+    step("NEON kernels on aarch64 under qemu: cargo test --target aarch64-unknown-linux-gnu -p kernels-wasm --lib");
+    let t = Instant::now();
+    let neon = cargo(&["test", "--target", setup::AARCH64, "-p", "kernels-wasm", "--lib"], &[]);
+    results.push(("NEON (aarch64 under qemu-user)", t.elapsed(), neon));
 
     step("end-to-end tests: playground + bridge in headless Chromium");
     let t = Instant::now();

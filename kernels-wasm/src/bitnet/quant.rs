@@ -162,9 +162,15 @@ mod tests {
         // beta = 0.275; w / beta = 0.36, -0.73, 0.18, 1.45, -3.27, 0 → 0, -1, 0, 1, -1, 0
         assert_eq!(t.w, [0, -1, 0, 1, -1, 0]);
         assert_eq!(TernaryMatrix::quantize(1, 2, &[0.0, 0.0]).unwrap().scale, MIN_WEIGHT_SCALE);
-        assert!(matches!(TernaryMatrix::quantize(1, 2, &[0.0, f32::NAN]), Err(BitnetError::NonFinite { index: 1, .. })));
+        assert!(matches!(
+            TernaryMatrix::quantize(1, 2, &[0.0, f32::NAN]),
+            Err(BitnetError::NonFinite { index: 1, .. })
+        ));
         assert!(matches!(TernaryMatrix::quantize(2, 2, &[0.0; 3]), Err(BitnetError::Length { .. })));
-        assert!(matches!(TernaryMatrix::new(1, 2, alloc::vec![0, 2], 1.0), Err(BitnetError::NotTernary { index: 1, value: 2 })));
+        assert!(matches!(
+            TernaryMatrix::new(1, 2, alloc::vec![0, 2], 1.0),
+            Err(BitnetError::NotTernary { index: 1, value: 2 })
+        ));
     }
 
     #[test]

@@ -45,10 +45,7 @@ const PRESETS: &[(LutFormat, usize, usize, usize, usize, usize)] = &[
 
 /// bitnet.cpp's preset for a shape, if it ships one.
 pub fn preset(format: LutFormat, m: usize, k: usize) -> Option<Tile> {
-    PRESETS
-        .iter()
-        .find(|p| p.0 == format && p.1 == m && p.2 == k)
-        .map(|p| Tile { bm_tile: p.3, bk: p.4, bm: p.5 })
+    PRESETS.iter().find(|p| p.0 == format && p.1 == m && p.2 == k).map(|p| Tile { bm_tile: p.3, bk: p.4, bm: p.5 })
 }
 
 /// BK ≤ 256 keeps TL1's int16 block sums exact: 128 pairs × |a0| + |a1| ≤ 255 → ≤ 32,640.
@@ -66,17 +63,18 @@ impl Tile {
         let refuse = |why: alloc::string::String| BitnetError::Shape { format: format.name(), m, k, why };
         let bm_tile = BM_CHOICES
             .into_iter()
-            .find(|b| m % b == 0)
+            .find(|b| m.is_multiple_of(*b))
             .ok_or_else(|| refuse(format!("M must be a multiple of 32 (a tile holds bm = 32 rows); {m} is not")))?;
         let bk = match format {
             LutFormat::Tl1 => [256, 128, 64, 32]
                 .into_iter()
-                .find(|b| k % b == 0)
+                .find(|b| k.is_multiple_of(*b))
                 .ok_or_else(|| refuse(format!("K must be a multiple of 32 for TL1; {k} is not")))?,
-            LutFormat::Tl2 => TL2_BKS
-                .into_iter()
-                .find(|b| k >= *b && (k % b) % 32 == 0)
-                .ok_or_else(|| refuse(format!("K must leave a remainder that is a multiple of 32 after blocks of 192 or 96; {k} does not")))?,
+            LutFormat::Tl2 => TL2_BKS.into_iter().find(|b| k >= *b && (k % b).is_multiple_of(32)).ok_or_else(|| {
+                refuse(format!(
+                    "K must leave a remainder that is a multiple of 32 after blocks of 192 or 96; {k} does not"
+                ))
+            })?,
         };
         let tile = Tile { bm_tile, bk, bm: 32 };
         tile.check(format, m, k)?;
@@ -90,10 +88,10 @@ impl Tile {
         if m == 0 || k == 0 {
             return refuse("empty matrix".into());
         }
-        if m % self.bm_tile != 0 {
+        if !m.is_multiple_of(self.bm_tile) {
             return refuse(format!("M must be a multiple of BM = {}", self.bm_tile));
         }
-        if self.bm_tile % self.bm != 0 {
+        if !self.bm_tile.is_multiple_of(self.bm) {
             return refuse(format!("BM = {} must be a multiple of bm = {}", self.bm_tile, self.bm));
         }
         match format {
@@ -101,7 +99,7 @@ impl Tile {
                 if !matches!(self.bm, 32 | 64) {
                     return refuse(format!("TL1 needs bm in {{32, 64}}, not {}", self.bm));
                 }
-                if self.bk % 2 != 0 || self.bk > TL1_MAX_BK || k % self.bk != 0 {
+                if !self.bk.is_multiple_of(2) || self.bk > TL1_MAX_BK || !k.is_multiple_of(self.bk) {
                     return refuse(format!("TL1 needs an even BK ≤ {TL1_MAX_BK} dividing K (BK = {})", self.bk));
                 }
             }
@@ -109,7 +107,7 @@ impl Tile {
                 if self.bm != 32 {
                     return refuse(format!("TL2 needs bm = 32, not {}", self.bm));
                 }
-                if !TL2_BKS.contains(&self.bk) || (k % self.bk) % 32 != 0 {
+                if !TL2_BKS.contains(&self.bk) || !(k % self.bk).is_multiple_of(32) {
                     return refuse(format!("TL2 needs BK of 96 or 192 with (K % BK) % 32 == 0 (BK = {})", self.bk));
                 }
             }

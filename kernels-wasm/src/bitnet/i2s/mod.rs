@@ -8,13 +8,13 @@
 //! The ARM layout is the same with 64-weight blocks in 16 bytes. The tensor's single f32
 //! scale follows the codes when stored.
 
+#[cfg(target_arch = "aarch64")]
+mod neon;
 mod scalar;
 #[cfg(target_arch = "wasm32")]
 mod simd128;
 #[cfg(target_arch = "x86_64")]
 mod x86;
-#[cfg(target_arch = "aarch64")]
-mod neon;
 
 use super::backend::Backend;
 use super::quant::{check_len, QuantActs, TernaryMatrix};
@@ -59,7 +59,7 @@ pub struct I2sMatrix {
 impl I2sMatrix {
     pub fn pack(t: &TernaryMatrix, layout: I2sLayout) -> Result<Self, BitnetError> {
         let (block, lanes) = (layout.block(), layout.lanes());
-        if t.cols % block != 0 {
+        if !t.cols.is_multiple_of(block) {
             return Err(BitnetError::Shape {
                 format: "I2_S",
                 m: t.rows,

@@ -24,5 +24,8 @@ pub unsafe fn dot(codes: &[u8], q: &[i8], layout: I2sLayout) -> i32 {
             acc = i32x4_add(acc, i32x4_extadd_pairwise_i16x8(s16));
         }
     }
-    i32x4_extract_lane::<0>(acc) + i32x4_extract_lane::<1>(acc) + i32x4_extract_lane::<2>(acc) + i32x4_extract_lane::<3>(acc)
+    i32x4_extract_lane::<0>(acc)
+        + i32x4_extract_lane::<1>(acc)
+        + i32x4_extract_lane::<2>(acc)
+        + i32x4_extract_lane::<3>(acc)
 }

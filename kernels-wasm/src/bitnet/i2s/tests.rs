@@ -81,17 +81,20 @@ fn f32_output_is_within_the_activation_quantisation_bound() {
     let p = I2sMatrix::pack(&t, I2sLayout::X86).unwrap();
     let mut y = alloc::vec![0f32; m];
     p.gemv(&acts, Backend::Scalar, &mut y).unwrap();
-    for r in 0..m {
+    for (r, &yr) in y.iter().enumerate() {
         let exact: f64 = t.row(r).iter().zip(&x).map(|(&w, &v)| w as f64 * v as f64).sum::<f64>() * t.scale as f64;
         let l1: f64 = t.row(r).iter().map(|w| w.abs() as f64).sum();
         let bound = t.scale as f64 * l1 * 0.5 / acts.scale as f64;
         let magnitude: f64 = x.iter().map(|v| v.abs() as f64).sum::<f64>() * t.scale as f64;
-        assert!((y[r] as f64 - exact).abs() <= bound + 1e-5 * magnitude, "row {r}: {} vs {exact}, bound {bound}", y[r]);
+        assert!((yr as f64 - exact).abs() <= bound + 1e-5 * magnitude, "row {r}: {yr} vs {exact}, bound {bound}");
     }
     // Every backend's f32 outputs are identical to the scalar ones.
     for backend in Backend::available() {
         let mut yb = alloc::vec![0f32; m];
         p.gemv(&acts, backend, &mut yb).unwrap();
-        assert_eq!(yb.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), y.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+        assert_eq!(
+            yb.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            y.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        );
     }
 }

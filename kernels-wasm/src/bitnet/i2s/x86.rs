@@ -52,7 +52,7 @@ pub unsafe fn dot_avx512(codes: &[u8], q: &[i8]) -> i32 {
         acc = _mm512_dpbusd_epi32(acc, _mm512_and_si512(v, mask), acts(3));
     }
     let mut total = _mm512_reduce_add_epi32(acc);
-    if codes.len() % 64 != 0 {
+    if !codes.len().is_multiple_of(64) {
         total += dot_avx2(&codes[pairs * 64..], &q[pairs * 256..]);
     }
     total
