@@ -3,6 +3,8 @@
 //!
 //! - [`quant`]: absmean weight quantisation and per-tensor activation quantisation.
 //! - [`i2s`]: I2_S, 2-bit codes and a multiply-add kernel.
+//! - [`lut`]: the activation-pair tables (`lut_ctor`).
+//! - [`tl1`]: TL1, 4-bit pair indices looked up in those tables (`qgemm_lut`).
 //! - [`tiling`]: BM / BK / bm per shape, the formats' shape rules, `wsize`, `can_mul_mat`.
 //!
 //! Every kernel produces an exact int32 accumulator per output (the dot product of the ternary
@@ -11,10 +13,12 @@
 
 pub mod backend;
 pub mod i2s;
+pub mod lut;
 pub mod quant;
 #[cfg(test)]
 pub(crate) mod testutil;
 pub mod tiling;
+pub mod tl1;
 
 /// Errors of the BitNet kernels: always naming the shape or value that was wrong.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -25,6 +29,8 @@ pub enum BitnetError {
     Shape { format: &'static str, m: usize, k: usize, why: alloc::string::String },
     #[error("{what} contains a non-finite value at index {index}")]
     NonFinite { what: &'static str, index: usize },
+    #[error("activation -128 at index {index}: LUT kernels take -127..=127, as per_tensor_quant produces")]
+    ActivationRange { index: usize },
     #[error("weight {value} at index {index} is not ternary (-1, 0 or 1)")]
     NotTernary { index: usize, value: i8 },
 }

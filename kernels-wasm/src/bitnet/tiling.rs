@@ -36,11 +36,32 @@ pub struct Tile {
     pub bm: usize,
 }
 
-/// (format, M, K, BM, BK, bm) as bitnet.cpp's presets give them.
+/// (format, M, K, BM, BK, bm) as bitnet.cpp's `setup_env.py` passes them to its kernel
+/// generators (M output rows, K inputs).
 const PRESETS: &[(LutFormat, usize, usize, usize, usize, usize)] = &[
+    // bitnet_b1_58-large (700M)
     (LutFormat::Tl1, 1536, 4096, 256, 128, 32),
+    (LutFormat::Tl1, 1536, 1536, 128, 64, 64),
+    (LutFormat::Tl1, 4096, 1536, 256, 128, 32),
+    (LutFormat::Tl2, 1536, 4096, 256, 96, 32),
+    (LutFormat::Tl2, 1536, 1536, 128, 192, 32),
+    (LutFormat::Tl2, 4096, 1536, 256, 96, 32),
+    // bitnet_b1_58-3B (also BitNet-b1.58-2B-4T)
     (LutFormat::Tl1, 3200, 8640, 160, 64, 32),
+    (LutFormat::Tl1, 3200, 3200, 320, 128, 64),
+    (LutFormat::Tl1, 8640, 3200, 320, 64, 32),
+    (LutFormat::Tl2, 3200, 8640, 160, 96, 32),
+    (LutFormat::Tl2, 3200, 3200, 320, 96, 32),
+    (LutFormat::Tl2, 8640, 3200, 320, 96, 32),
+    // Llama3-8B-1.58 (also the Falcon3 family)
     (LutFormat::Tl1, 14336, 4096, 256, 128, 32),
+    (LutFormat::Tl1, 4096, 14336, 128, 64, 64),
+    (LutFormat::Tl1, 1024, 4096, 256, 128, 32),
+    (LutFormat::Tl1, 4096, 4096, 128, 64, 64),
+    (LutFormat::Tl2, 14336, 4096, 256, 96, 32),
+    (LutFormat::Tl2, 4096, 14336, 128, 96, 32),
+    (LutFormat::Tl2, 1024, 4096, 256, 96, 32),
+    (LutFormat::Tl2, 4096, 4096, 128, 96, 32),
 ];
 
 /// bitnet.cpp's preset for a shape, if it ships one.
