@@ -4,10 +4,12 @@
 //! - [`bridge`]: the websocket server (`native-host serve`).
 //! - [`probe`]: what this machine can do (eBPF, clang-19), reported in the hello.
 //! - [`files`]: the only way the bridge opens files: inside the models directory or `assets/`.
+//! - [`kernel_bench`]: `native-host bitnet kernel-bench`.
 //! - [`token`]: the session token the page must present.
 
 pub mod bridge;
 pub mod files;
+pub mod kernel_bench;
 pub mod probe;
 pub mod token;
 

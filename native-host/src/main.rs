@@ -21,6 +21,15 @@ enum Command {
     Serve(ServeArgs),
     /// Print what this machine can do (in-kernel eBPF, clang-19) and exit.
     Probe,
+    /// BitNet b1.58 kernels.
+    #[command(subcommand)]
+    Bitnet(BitnetCommand),
+}
+
+#[derive(Subcommand)]
+enum BitnetCommand {
+    /// Time the GEMV kernels per format, backend and shape against scalar and f32.
+    KernelBench(native_host::kernel_bench::Args),
 }
 
 #[derive(clap::Args)]
@@ -43,6 +52,7 @@ struct ServeArgs {
 async fn main() -> Result<()> {
     match Cli::parse().command {
         Command::Serve(args) => serve(args).await,
+        Command::Bitnet(BitnetCommand::KernelBench(args)) => native_host::kernel_bench::run(args),
         Command::Probe => {
             let caps = probe::capabilities();
             native_host::say!("{}", serde_json::to_string_pretty(&caps)?);

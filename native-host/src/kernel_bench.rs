@@ -1,0 +1,151 @@
+//! `native-host bitnet kernel-bench`: times the BitNet kernels on every backend this CPU has,
+//! against the scalar reference and an optimised f32 GEMV (`matrixmultiply`'s sgemm) on the
+//! same shape, and prints one table. Medians of repeated runs, all measured in one process.
+
+use anyhow::Result;
+use kernels_wasm::bitnet::backend::Backend;
+use kernels_wasm::bitnet::i2s::{I2sLayout, I2sMatrix};
+use kernels_wasm::bitnet::lut::PairTables;
+use kernels_wasm::bitnet::quant::{quantize_activations, Rounding, TernaryMatrix};
+use kernels_wasm::bitnet::tl1::Tl1Matrix;
+use std::time::{Duration, Instant};
+
+/// The 125M dummy layout's GEMV shapes (M×K) come first: the goal is set on them.
+pub const DEFAULT_SHAPES: &[(usize, usize)] =
+    &[(768, 3072), (3072, 768), (768, 768), (1536, 4096), (4096, 1536), (1536, 1536), (4096, 4096)];
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Shapes as MxK, comma-separated [default: the 125M layout and seed shapes].
+    #[arg(long, value_delimiter = ',')]
+    shapes: Vec<String>,
+    /// Timed runs per case (the median is reported).
+    #[arg(long, default_value_t = 50)]
+    iters: usize,
+}
+
+struct Row {
+    format: &'static str,
+    backend: &'static str,
+    median: Duration,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let shapes = if args.shapes.is_empty() {
+        DEFAULT_SHAPES.to_vec()
+    } else {
+        args.shapes.iter().map(|s| parse_shape(s)).collect::<Result<Vec<_>>>()?
+    };
+    let iters = args.iters.max(1);
+    println!(
+        "BitNet GEMV kernels, 1 thread, median of {iters} runs; time includes activation quantisation / table building"
+    );
+    println!("backends here: {}", Backend::available().iter().map(|b| b.name()).collect::<Vec<_>>().join(", "));
+    println!();
+    println!(
+        "{:<11} {:<6} {:<8} {:>10} {:>12} {:>9} {:>8}",
+        "shape", "format", "backend", "median µs", "Gweights/s", "×scalar", "×f32"
+    );
+    for (m, k) in shapes {
+        let mut seed = (m * 31 + k) as u64;
+        let w: Vec<i8> = (0..m * k).map(|_| (splitmix(&mut seed) % 3) as i8 - 1).collect();
+        let t = TernaryMatrix::new(m, k, w, 0.75)?;
+        let x: Vec<f32> = (0..k).map(|_| (splitmix(&mut seed) >> 40) as f32 / (1u64 << 23) as f32 - 1.0).collect();
+        let mut y = vec![0f32; m];
+        let mut rows = Vec::new();
+
+        let wf: Vec<f32> = t.w.iter().map(|&v| v as f32 * t.scale).collect();
+        let f32_time = median(iters, || unsafe {
+            // SAFETY: wf is m×k row-major, x is k×1, y is m×1, with the strides given.
+            matrixmultiply::sgemm(
+                m,
+                k,
+                1,
+                1.0,
+                wf.as_ptr(),
+                k as isize,
+                1,
+                x.as_ptr(),
+                1,
+                1,
+                0.0,
+                y.as_mut_ptr(),
+                1,
+                1,
+            );
+        });
+        rows.push(Row { format: "f32", backend: "sgemm", median: f32_time });
+
+        if k % 128 == 0 {
+            let p = I2sMatrix::pack(&t, I2sLayout::X86)?;
+            for backend in Backend::available() {
+                let time = median(iters, || {
+                    let acts = quantize_activations(&x, Rounding::HalfEven).expect("finite activations");
+                    p.gemv(&acts, backend, &mut y).expect("shapes checked");
+                });
+                rows.push(Row { format: "I2_S", backend: backend.name(), median: time });
+            }
+        }
+        if let Ok(p) = Tl1Matrix::pack(&t) {
+            for backend in Backend::available() {
+                let time = median(iters, || {
+                    let tables = PairTables::build(&x).expect("finite activations");
+                    p.gemv(&tables, backend, &mut y).expect("shapes checked");
+                });
+                rows.push(Row { format: "TL1", backend: backend.name(), median: time });
+            }
+        }
+
+        let weights = (m * k) as f64;
+        for row in &rows {
+            let scalar = rows.iter().find(|r| r.format == row.format && r.backend == "scalar").map(|r| r.median);
+            let ratio = |base: Option<Duration>| {
+                base.map(|b| format!("{:.2}", b.as_secs_f64() / row.median.as_secs_f64())).unwrap_or_else(|| "-".into())
+            };
+            println!(
+                "{:<11} {:<6} {:<8} {:>10.1} {:>12.2} {:>9} {:>8}",
+                format!("{m}x{k}"),
+                row.format,
+                row.backend,
+                row.median.as_secs_f64() * 1e6,
+                weights / row.median.as_secs_f64() / 1e9,
+                ratio(scalar),
+                ratio(Some(f32_time)),
+            );
+        }
+    }
+    Ok(())
+}
+
+fn median(iters: usize, mut f: impl FnMut()) -> Duration {
+    for _ in 0..3 {
+        f();
+    }
+    let mut times: Vec<Duration> = (0..iters)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed()
+        })
+        .collect();
+    times.sort();
+    times[times.len() / 2]
+}
+
+fn parse_shape(s: &str) -> Result<(usize, usize)> {
+    let (m, k) = s.split_once(['x', 'X']).ok_or_else(|| anyhow::anyhow!("shape {s:?}: expected MxK, e.g. 768x3072"))?;
+    let parse = |v: &str| v.trim().parse::<usize>().map_err(|e| anyhow::anyhow!("shape {s:?}: {e}"));
+    let (m, k) = (parse(m)?, parse(k)?);
+    if m == 0 || k == 0 || m * k > 1 << 28 {
+        anyhow::bail!("shape {s:?}: both sides must be positive and M·K at most 2^28");
+    }
+    Ok((m, k))
+}
+
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
