@@ -5,8 +5,8 @@
 use anyhow::Result;
 use kernels_wasm::bitnet::backend::Backend;
 use kernels_wasm::bitnet::i2s::{I2sLayout, I2sMatrix};
-use kernels_wasm::bitnet::lut::PairTables;
-use kernels_wasm::bitnet::quant::{quantize_activations, Rounding, TernaryMatrix};
+use kernels_wasm::bitnet::quant::TernaryMatrix;
+use kernels_wasm::bitnet::threads;
 use kernels_wasm::bitnet::tl1::Tl1Matrix;
 use std::time::{Duration, Instant};
 
@@ -22,11 +22,16 @@ pub struct Args {
     /// Timed runs per case (the median is reported).
     #[arg(long, default_value_t = 50)]
     iters: usize,
+    /// Thread counts, comma-separated. With more than one, each call spawns its threads
+    /// (scoped threads, no pool), and that cost is in the time.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    threads: Vec<usize>,
 }
 
 struct Row {
     format: &'static str,
     backend: &'static str,
+    threads: usize,
     median: Duration,
 }
 
@@ -37,14 +42,12 @@ pub fn run(args: Args) -> Result<()> {
         args.shapes.iter().map(|s| parse_shape(s)).collect::<Result<Vec<_>>>()?
     };
     let iters = args.iters.max(1);
-    println!(
-        "BitNet GEMV kernels, 1 thread, median of {iters} runs; time includes activation quantisation / table building"
-    );
+    println!("BitNet GEMV kernels, median of {iters} runs; time includes activation quantisation / table building");
     println!("backends here: {}", Backend::available().iter().map(|b| b.name()).collect::<Vec<_>>().join(", "));
     println!();
     println!(
-        "{:<11} {:<6} {:<8} {:>10} {:>12} {:>9} {:>8}",
-        "shape", "format", "backend", "median µs", "Gweights/s", "×scalar", "×f32"
+        "{:<11} {:<6} {:<8} {:>7} {:>10} {:>12} {:>9} {:>8}",
+        "shape", "format", "backend", "threads", "median µs", "Gweights/s", "×scalar", "×f32"
     );
     for (m, k) in shapes {
         let mut seed = (m * 31 + k) as u64;
@@ -74,39 +77,39 @@ pub fn run(args: Args) -> Result<()> {
                 1,
             );
         });
-        rows.push(Row { format: "f32", backend: "sgemm", median: f32_time });
+        rows.push(Row { format: "f32", backend: "sgemm", threads: 1, median: f32_time });
 
-        if k % 128 == 0 {
-            let p = I2sMatrix::pack(&t, I2sLayout::X86)?;
+        let i2s = if k % 128 == 0 { Some(I2sMatrix::pack(&t, I2sLayout::X86)?) } else { None };
+        let tl1 = Tl1Matrix::pack(&t).ok();
+        for &n in &args.threads {
             for backend in Backend::available() {
-                let time = median(iters, || {
-                    let acts = quantize_activations(&x, Rounding::HalfEven).expect("finite activations");
-                    p.gemv(&acts, backend, &mut y).expect("shapes checked");
-                });
-                rows.push(Row { format: "I2_S", backend: backend.name(), median: time });
+                if let Some(p) = &i2s {
+                    let time = median(iters, || threads::i2s_gemv(p, &x, backend, n, &mut y).expect("shapes checked"));
+                    rows.push(Row { format: "I2_S", backend: backend.name(), threads: n, median: time });
+                }
+                if let Some(p) = &tl1 {
+                    let time = median(iters, || threads::tl1_gemv(p, &x, backend, n, &mut y).expect("shapes checked"));
+                    rows.push(Row { format: "TL1", backend: backend.name(), threads: n, median: time });
+                }
             }
         }
-        if let Ok(p) = Tl1Matrix::pack(&t) {
-            for backend in Backend::available() {
-                let time = median(iters, || {
-                    let tables = PairTables::build(&x).expect("finite activations");
-                    p.gemv(&tables, backend, &mut y).expect("shapes checked");
-                });
-                rows.push(Row { format: "TL1", backend: backend.name(), median: time });
-            }
-        }
+        rows.sort_by_key(|r| (r.format != "f32", r.format, r.threads));
 
         let weights = (m * k) as f64;
         for row in &rows {
-            let scalar = rows.iter().find(|r| r.format == row.format && r.backend == "scalar").map(|r| r.median);
+            let scalar = rows
+                .iter()
+                .find(|r| r.format == row.format && r.backend == "scalar" && r.threads == 1)
+                .map(|r| r.median);
             let ratio = |base: Option<Duration>| {
                 base.map(|b| format!("{:.2}", b.as_secs_f64() / row.median.as_secs_f64())).unwrap_or_else(|| "-".into())
             };
             println!(
-                "{:<11} {:<6} {:<8} {:>10.1} {:>12.2} {:>9} {:>8}",
+                "{:<11} {:<6} {:<8} {:>7} {:>10.1} {:>12.2} {:>9} {:>8}",
                 format!("{m}x{k}"),
                 row.format,
                 row.backend,
+                row.threads,
                 row.median.as_secs_f64() * 1e6,
                 weights / row.median.as_secs_f64() / 1e9,
                 ratio(scalar),

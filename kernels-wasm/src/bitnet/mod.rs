@@ -5,6 +5,7 @@
 //! - [`i2s`]: I2_S, 2-bit codes and a multiply-add kernel.
 //! - [`lut`]: the activation-pair tables (`lut_ctor`).
 //! - [`tl1`]: TL1, 4-bit pair indices looked up in those tables (`qgemm_lut`).
+//! - [`threads`] (with `std`): thread 0 prepares, a barrier, every thread computes its rows.
 //! - [`tiling`]: BM / BK / bm per shape, the formats' shape rules, `wsize`, `can_mul_mat`.
 //!
 //! Every kernel produces an exact int32 accumulator per output (the dot product of the ternary
@@ -17,6 +18,8 @@ pub mod lut;
 pub mod quant;
 #[cfg(test)]
 pub(crate) mod testutil;
+#[cfg(feature = "std")]
+pub mod threads;
 pub mod tiling;
 pub mod tl1;
 

@@ -93,14 +93,28 @@ impl I2sMatrix {
         &self.codes[r * n..(r + 1) * n]
     }
 
-    /// Exact int32 accumulators `Σ_k w[r][k]·q[k]` for rows `rows` into `acc`.
+    /// Exact int32 accumulators `Σ_k w[r][k]·q[k]` of every row into `acc`.
     pub fn gemv_acc(&self, q: &[i8], backend: Backend, acc: &mut [i32]) -> Result<(), BitnetError> {
-        check_len("activations", self.cols, q.len())?;
         check_len("accumulators", self.rows, acc.len())?;
+        self.gemv_acc_rows(q, backend, 0, acc)
+    }
+
+    /// The accumulators of rows `first_row..first_row + acc.len()`: one thread's share.
+    pub fn gemv_acc_rows(
+        &self,
+        q: &[i8],
+        backend: Backend,
+        first_row: usize,
+        acc: &mut [i32],
+    ) -> Result<(), BitnetError> {
+        check_len("activations", self.cols, q.len())?;
+        if first_row + acc.len() > self.rows {
+            return Err(BitnetError::Length { what: "rows", expected: self.rows, got: first_row + acc.len() });
+        }
         // Σq turns Σ code·q into Σ w·q, since code = w + 1.
         let q_sum: i32 = q.iter().map(|&v| v as i32).sum();
         for (r, out) in acc.iter_mut().enumerate() {
-            *out = self.dot(r, q, backend) - q_sum;
+            *out = self.dot(first_row + r, q, backend) - q_sum;
         }
         Ok(())
     }
