@@ -44,3 +44,10 @@ pub enum BitnetError {
 pub fn dequantize(acc: i32, act_scale: f32, weight_scale: f32) -> f32 {
     acc as f32 / act_scale * weight_scale
 }
+
+/// [`dequantize`] of a run of accumulators into outputs.
+pub fn dequantize_into(out: &mut [f32], acc: &[i32], act_scale: f32, weight_scale: f32) {
+    for (o, &a) in out.iter_mut().zip(acc) {
+        *o = dequantize(a, act_scale, weight_scale);
+    }
+}

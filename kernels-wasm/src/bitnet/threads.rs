@@ -7,7 +7,7 @@ use super::i2s::I2sMatrix;
 use super::lut::PairTables;
 use super::quant::{check_len, quantize_activations, Rounding};
 use super::tl1::Tl1Matrix;
-use super::{dequantize, BitnetError};
+use super::{dequantize_into, BitnetError};
 use std::sync::{Barrier, OnceLock};
 
 /// Runs `work(prepared, first_unit, out_chunk)` on `threads` threads over `out`, which is cut
@@ -49,8 +49,7 @@ fn split<P: Send + Sync, T: Send>(
             _ => Ok(()),
         };
         for h in handles {
-            let r =
-                h.join().unwrap_or(Err(BitnetError::Length { what: "worker thread", expected: 0, got: 1 }));
+            let r = h.join().unwrap_or(Err(BitnetError::Length { what: "worker thread", expected: 0, got: 1 }));
             result = result.and(r);
         }
         result
@@ -74,9 +73,7 @@ pub fn i2s_gemv(
         |acts, first_row, chunk| {
             let mut acc = vec![0i32; chunk.len()];
             m.gemv_acc_rows(&acts.q, backend, first_row, &mut acc)?;
-            for (o, a) in chunk.iter_mut().zip(acc) {
-                *o = dequantize(a, acts.scale, m.scale);
-            }
+            dequantize_into(chunk, &acc, acts.scale, m.scale);
             Ok(())
         },
     )
@@ -100,9 +97,7 @@ pub fn tl1_gemv(
         |tables, first_tile, chunk| {
             let mut acc = vec![0i32; chunk.len()];
             m.gemv_acc_tiles(tables, backend, first_tile..first_tile + chunk.len() / bm_tile, &mut acc)?;
-            for (o, a) in chunk.iter_mut().zip(acc) {
-                *o = dequantize(a, tables.scale, m.scale);
-            }
+            dequantize_into(chunk, &acc, tables.scale, m.scale);
             Ok(())
         },
     )

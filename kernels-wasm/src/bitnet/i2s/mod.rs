@@ -18,7 +18,7 @@ mod x86;
 
 use super::backend::Backend;
 use super::quant::{check_len, QuantActs, TernaryMatrix};
-use super::{dequantize, BitnetError};
+use super::{dequantize_into, BitnetError};
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -149,9 +149,7 @@ impl I2sMatrix {
         let mut acc = vec![0i32; self.rows];
         self.gemv_acc(&acts.q, backend, &mut acc)?;
         check_len("outputs", self.rows, out.len())?;
-        for (o, a) in out.iter_mut().zip(acc) {
-            *o = dequantize(a, acts.scale, self.scale);
-        }
+        dequantize_into(out, &acc, acts.scale, self.scale);
         Ok(())
     }
 }

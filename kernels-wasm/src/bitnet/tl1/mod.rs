@@ -22,7 +22,7 @@ use super::backend::Backend;
 use super::lut::{pair_index, PairTables};
 use super::quant::{check_len, TernaryMatrix};
 use super::tiling::{LutFormat, Tile};
-use super::{dequantize, BitnetError};
+use super::{dequantize_into, BitnetError};
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -188,9 +188,7 @@ impl Tl1Matrix {
         check_len("outputs", self.geometry.m, out.len())?;
         let mut acc = vec![0i32; self.geometry.m];
         self.gemv_acc(tables, backend, &mut acc)?;
-        for (o, a) in out.iter_mut().zip(acc) {
-            *o = dequantize(a, tables.scale, self.scale);
-        }
+        dequantize_into(out, &acc, tables.scale, self.scale);
         Ok(())
     }
 }
