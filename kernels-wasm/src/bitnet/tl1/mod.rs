@@ -161,6 +161,7 @@ impl Tl1Matrix {
             let out = &mut acc[i * bm_tile..(i + 1) * bm_tile];
             out.fill(0);
             match backend {
+                // No vpermb kernel yet: AVX-512 machines run the AVX2 one.
                 #[cfg(target_arch = "x86_64")]
                 Backend::Avx2 | Backend::Avx512 if backend.is_available() => {
                     // SAFETY: AVX2 was detected (AVX-512 implies it).
