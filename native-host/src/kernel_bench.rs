@@ -140,7 +140,7 @@ fn parse_shape(s: &str) -> Result<(usize, usize)> {
     let (m, k) = s.split_once(['x', 'X']).ok_or_else(|| anyhow::anyhow!("shape {s:?}: expected MxK, e.g. 768x3072"))?;
     let parse = |v: &str| v.trim().parse::<usize>().map_err(|e| anyhow::anyhow!("shape {s:?}: {e}"));
     let (m, k) = (parse(m)?, parse(k)?);
-    if m == 0 || k == 0 || m * k > 1 << 28 {
+    if m == 0 || k == 0 || m.checked_mul(k).is_none_or(|n| n > 1 << 28) {
         anyhow::bail!("shape {s:?}: both sides must be positive and M·K at most 2^28");
     }
     Ok((m, k))
