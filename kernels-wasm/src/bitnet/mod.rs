@@ -1,6 +1,8 @@
 //! BitNet b1.58 kernels, as bitnet.cpp defines them: ternary weights ({-1, 0, 1} and one f32
 //! scale per tensor) multiplied with int8 activations (one f32 scale per row).
 //!
+//! Byte layouts as bitnet.cpp stores them (TL2 and GGUF ids included): `FORMATS.md` here.
+//!
 //! - [`quant`]: absmean weight quantisation and per-tensor activation quantisation.
 //! - [`i2s`]: I2_S, 2-bit codes and a multiply-add kernel.
 //! - [`lut`]: the activation-pair tables (`lut_ctor`).
