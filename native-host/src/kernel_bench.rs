@@ -5,7 +5,7 @@
 use anyhow::Result;
 use kernels_wasm::bitnet::backend::Backend;
 use kernels_wasm::bitnet::i2s::{I2sLayout, I2sMatrix};
-use kernels_wasm::bitnet::quant::TernaryMatrix;
+use kernels_wasm::bitnet::random::Rng;
 use kernels_wasm::bitnet::threads;
 use kernels_wasm::bitnet::tl1::Tl1Matrix;
 use std::time::{Duration, Instant};
@@ -50,10 +50,9 @@ pub fn run(args: Args) -> Result<()> {
         "shape", "format", "backend", "threads", "median µs", "Gweights/s", "×scalar", "×f32"
     );
     for (m, k) in shapes {
-        let mut seed = (m * 31 + k) as u64;
-        let w: Vec<i8> = (0..m * k).map(|_| (splitmix(&mut seed) % 3) as i8 - 1).collect();
-        let t = TernaryMatrix::new(m, k, w, 0.75)?;
-        let x: Vec<f32> = (0..k).map(|_| (splitmix(&mut seed) >> 40) as f32 / (1u64 << 23) as f32 - 1.0).collect();
+        let mut rng = Rng::new((m * 31 + k) as u64);
+        let t = rng.ternary(m, k);
+        let x = rng.f32s(k, 1.0);
         let mut y = vec![0f32; m];
         let mut rows = Vec::new();
 
@@ -144,12 +143,4 @@ fn parse_shape(s: &str) -> Result<(usize, usize)> {
         anyhow::bail!("shape {s:?}: both sides must be positive and M·K at most 2^28");
     }
     Ok((m, k))
-}
-
-fn splitmix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }

@@ -7,6 +7,7 @@
 //! - [`i2s`]: I2_S, 2-bit codes and a multiply-add kernel.
 //! - [`lut`]: the activation-pair tables (`lut_ctor`).
 //! - [`tl1`]: TL1, 4-bit pair indices looked up in those tables (`qgemm_lut`).
+//! - [`random`]: deterministic test and benchmark data.
 //! - [`threads`] (with `std`): thread 0 prepares, a barrier, every thread computes its rows.
 //! - [`tiling`]: BM / BK / bm per shape, the formats' shape rules, `wsize`, `can_mul_mat`.
 //!
@@ -18,6 +19,7 @@ pub mod backend;
 pub mod i2s;
 pub mod lut;
 pub mod quant;
+pub mod random;
 #[cfg(test)]
 pub(crate) mod testutil;
 #[cfg(feature = "std")]
