@@ -65,6 +65,90 @@ impl PairTables {
     }
 }
 
+/// The TL2 tables of one activation row: one per weight triplet of the `three_k` columns, then
+/// one per pair of the rest.
+///
+/// Triplet table entry `e` (0–13) holds `w0·a0 + w1·a1 + w2·a2` for the triplet whose
+/// `9·w0 + 3·w1 + w2 = e`; a negative triplet value is the negated entry (the kernel applies the
+/// sign bit), so 14 entries cover all 27 triplets. Both kinds store the low bytes first (bytes
+/// 0–15), then the high bytes (16–31): the opposite of TL1, as bitnet.cpp's TL2 kernel reads them.
+/// With −128 allowed an entry stays within ±384 and a 64-triplet block sum within ±24,576, so
+/// TL2 takes every int8.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tl2Tables {
+    /// `three_k / 3` triplet tables of [`PAIR_TABLE_BYTES`].
+    pub three: Vec<u8>,
+    /// `(K − three_k) / 2` pair tables, entries in TL1's order.
+    pub two: Vec<u8>,
+    pub scale: f32,
+}
+
+impl Tl2Tables {
+    /// `per_tensor_quant` (ties to even) then the tables, `three_k` columns through triplets.
+    pub fn build(x: &[f32], three_k: usize) -> Result<Self, BitnetError> {
+        Self::from_quantized(&quantize_activations(x, Rounding::HalfEven)?, three_k)
+    }
+
+    pub fn from_quantized(acts: &QuantActs, three_k: usize) -> Result<Self, BitnetError> {
+        let k = acts.q.len();
+        if three_k > k || !three_k.is_multiple_of(3) || !(k - three_k).is_multiple_of(2) {
+            return Err(BitnetError::Length { what: "activations (TL2 split)", expected: three_k, got: k });
+        }
+        let (head, tail) = acts.q.split_at(three_k);
+        let mut three = vec![0u8; three_k / 3 * PAIR_TABLE_BYTES];
+        for (table, a) in three.chunks_exact_mut(PAIR_TABLE_BYTES).zip(head.chunks_exact(3)) {
+            for e in 0..14 {
+                let w = triplet_weights(e as i8);
+                let v: i16 = w.iter().zip(a).map(|(&w, &a)| w as i16 * a as i16).sum();
+                put_low_first(table, e, v);
+            }
+        }
+        let mut two = vec![0u8; tail.len() / 2 * PAIR_TABLE_BYTES];
+        for (table, a) in two.chunks_exact_mut(PAIR_TABLE_BYTES).zip(tail.chunks_exact(2)) {
+            for e in 0..9 {
+                let (w0, w1) = ((e / 3) as i16 - 1, (e % 3) as i16 - 1);
+                put_low_first(table, e, w0 * a[0] as i16 + w1 * a[1] as i16);
+            }
+        }
+        Ok(Tl2Tables { three, two, scale: acts.scale })
+    }
+
+    /// The int16 entry `e` of triplet table `tr`.
+    #[inline]
+    pub fn triplet_entry(&self, tr: usize, e: u8) -> i16 {
+        low_first(&self.three[tr * PAIR_TABLE_BYTES..], e)
+    }
+
+    /// The int16 entry `e` of pair table `p` (counted from `three_k`).
+    #[inline]
+    pub fn pair_entry(&self, p: usize, e: u8) -> i16 {
+        low_first(&self.two[p * PAIR_TABLE_BYTES..], e)
+    }
+}
+
+fn put_low_first(table: &mut [u8], e: usize, v: i16) {
+    table[e] = v as u8;
+    table[16 + e] = (v >> 8) as u8;
+}
+
+#[inline]
+fn low_first(t: &[u8], e: u8) -> i16 {
+    i16::from_le_bytes([t[e as usize], t[16 + e as usize]])
+}
+
+/// A triplet's value `9·w0 + 3·w1 + w2` (−13..=13): balanced ternary, so every triplet has its own.
+#[inline]
+pub fn triplet_value(w: [i8; 3]) -> i8 {
+    9 * w[0] + 3 * w[1] + w[2]
+}
+
+/// The triplet with value `v` (the inverse of [`triplet_value`]).
+#[inline]
+pub fn triplet_weights(v: i8) -> [i8; 3] {
+    let u = (v + 13) as u8; // 9·(w0+1) + 3·(w1+1) + (w2+1)
+    [(u / 9) as i8 - 1, (u / 3 % 3) as i8 - 1, (u % 3) as i8 - 1]
+}
+
 /// The 4-bit index of a weight pair.
 #[inline]
 pub fn pair_index(w0: i8, w1: i8) -> u8 {
@@ -97,5 +181,41 @@ mod tests {
             PairTables::from_quantized(&QuantActs { q: vec![1, -128], scale: 1.0 }),
             Err(BitnetError::ActivationRange { index: 1 })
         );
+    }
+
+    #[test]
+    fn triplet_values_are_a_bijection() {
+        let mut seen = [false; 27];
+        for v in -13i8..=13 {
+            let w = triplet_weights(v);
+            assert!(w.iter().all(|x| (-1..=1).contains(x)));
+            assert_eq!(triplet_value(w), v);
+            seen[(v + 13) as usize] = true;
+        }
+        assert!(seen.iter().all(|&s| s));
+    }
+
+    #[test]
+    fn tl2_entries_are_the_weighted_sums_they_name() {
+        let q: Vec<i8> = vec![127, -128, -127, 5, 0, 1, 127, -128, 3, -3];
+        let t = Tl2Tables::from_quantized(&QuantActs { q: q.clone(), scale: 1.0 }, 6).unwrap();
+        assert_eq!((t.three.len(), t.two.len()), (2 * 32, 2 * 32));
+        for tr in 0..2 {
+            for v in -13i8..=13 {
+                let w = triplet_weights(v);
+                let expected: i16 = (0..3).map(|i| w[i] as i16 * q[3 * tr + i] as i16).sum();
+                let looked = t.triplet_entry(tr, v.unsigned_abs());
+                assert_eq!(if v < 0 { -looked } else { looked }, expected, "triplet {tr} value {v}");
+            }
+            assert_eq!((t.triplet_entry(tr, 14), t.triplet_entry(tr, 15)), (0, 0));
+        }
+        for p in 0..2 {
+            for (w0, w1) in [(-1i8, -1i8), (1, 0), (0, 1), (1, -1), (0, 0)] {
+                let expected = w0 as i16 * q[6 + 2 * p] as i16 + w1 as i16 * q[7 + 2 * p] as i16;
+                assert_eq!(t.pair_entry(p, pair_index(w0, w1)), expected);
+            }
+        }
+        assert!(Tl2Tables::from_quantized(&QuantActs { q: vec![0; 9], scale: 1.0 }, 6).is_err());
+        assert!(Tl2Tables::from_quantized(&QuantActs { q: vec![0; 9], scale: 1.0 }, 12).is_err());
     }
 }

@@ -7,6 +7,7 @@
 //! - [`i2s`]: I2_S, 2-bit codes and a multiply-add kernel.
 //! - [`lut`]: the activation-pair tables (`lut_ctor`).
 //! - [`tl1`]: TL1, 4-bit pair indices looked up in those tables (`qgemm_lut`).
+//! - [`tl2`]: TL2, 4-bit triplet magnitudes and sign bits, plus a TL1-style two-weight tail.
 //! - [`random`]: deterministic test and benchmark data.
 //! - [`threads`] (with `std`): thread 0 prepares, a barrier, every thread computes its rows.
 //! - [`tiling`]: BM / BK / bm per shape, the formats' shape rules, `wsize`, `can_mul_mat`.
@@ -26,6 +27,7 @@ pub(crate) mod testutil;
 pub mod threads;
 pub mod tiling;
 pub mod tl1;
+pub mod tl2;
 
 /// Errors of the BitNet kernels: always naming the shape or value that was wrong.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
