@@ -6,8 +6,10 @@ use anyhow::Result;
 use kernels_wasm::bitnet::backend::Backend;
 use kernels_wasm::bitnet::i2s::{I2sLayout, I2sMatrix};
 use kernels_wasm::bitnet::random::Rng;
+use kernels_wasm::bitnet::pool::Pool;
 use kernels_wasm::bitnet::threads;
 use kernels_wasm::bitnet::tl1::Tl1Matrix;
+use kernels_wasm::bitnet::tl2::Tl2Matrix;
 use std::time::{Duration, Instant};
 
 /// The 125M dummy layout's GEMV shapes (M×K) come first: the goal is set on them.
@@ -22,10 +24,12 @@ pub struct Args {
     /// Timed runs per case (the median is reported).
     #[arg(long, default_value_t = 50)]
     iters: usize,
-    /// Thread counts, comma-separated. With more than one, each call spawns its threads
-    /// (scoped threads, no pool), and that cost is in the time.
+    /// Thread counts, comma-separated (a persistent pool per count, as ggml keeps one).
     #[arg(long, value_delimiter = ',', default_value = "1,2")]
     threads: Vec<usize>,
+    /// Activation rows per call: 1 is GEMV (token generation), more is GEMM (prompt).
+    #[arg(long, default_value_t = 1)]
+    batch: usize,
 }
 
 struct Row {
@@ -41,8 +45,16 @@ pub fn run(args: Args) -> Result<()> {
     } else {
         args.shapes.iter().map(|s| parse_shape(s)).collect::<Result<Vec<_>>>()?
     };
-    let iters = args.iters.max(1);
-    println!("BitNet GEMV kernels, median of {iters} runs; time includes activation quantisation / table building");
+    let (iters, n) = (args.iters.max(1), args.batch);
+    if n == 0 || n > 512 {
+        anyhow::bail!("--batch {n}: give 1 to 512 activation rows");
+    }
+    if let Some(bad) = args.threads.iter().find(|&&t| t == 0 || t > 256) {
+        anyhow::bail!("--threads {bad}: give 1 to 256 threads");
+    }
+    let pools = args.threads.iter().map(|&t| Ok((t, Pool::new(t)?))).collect::<Result<Vec<_>>>()?;
+    let what = if n == 1 { "GEMV".to_string() } else { format!("GEMM of {n} activation rows") };
+    println!("BitNet {what}, median of {iters} runs; time includes activation quantisation / table building");
     println!("backends here: {}", Backend::available().iter().map(|b| b.name()).collect::<Vec<_>>().join(", "));
     println!();
     println!(
@@ -52,50 +64,58 @@ pub fn run(args: Args) -> Result<()> {
     for (m, k) in shapes {
         let mut rng = Rng::new((m * 31 + k) as u64);
         let t = rng.ternary(m, k);
-        let x = rng.f32s(k, 1.0);
-        let mut y = vec![0f32; m];
+        let x = rng.f32s(n * k, 1.0);
+        let mut y = vec![0f32; n * m];
         let mut rows = Vec::new();
 
         let wf: Vec<f32> = t.w.iter().map(|&v| v as f32 * t.scale).collect();
         let f32_time = median(iters, || unsafe {
-            // SAFETY: wf is m×k row-major, x is k×1, y is m×1, with the strides given.
+            // SAFETY: wf is m×k row-major; x holds n rows of k (so B = xᵀ is k×n with column
+            // stride k), y n rows of m (C = yᵀ is m×n with column stride m).
             matrixmultiply::sgemm(
                 m,
                 k,
-                1,
+                n,
                 1.0,
                 wf.as_ptr(),
                 k as isize,
                 1,
                 x.as_ptr(),
                 1,
-                1,
+                k as isize,
                 0.0,
                 y.as_mut_ptr(),
                 1,
-                1,
+                m as isize,
             );
         });
         rows.push(Row { format: "f32", backend: "sgemm", threads: 1, median: f32_time });
 
         let i2s = if k % 128 == 0 { Some(I2sMatrix::pack(&t, I2sLayout::X86)?) } else { None };
         let tl1 = Tl1Matrix::pack(&t).ok();
-        for &n in &args.threads {
+        let tl2 = Tl2Matrix::pack(&t).ok();
+        for (threads, pool) in &pools {
+            let count = *threads;
             for backend in Backend::available() {
+                let name = backend.name();
                 if let Some(p) = &i2s {
-                    let time = median(iters, || threads::i2s_gemv(p, &x, backend, n, &mut y).expect("shapes checked"));
-                    rows.push(Row { format: "I2_S", backend: backend.name(), threads: n, median: time });
+                    let time = median(iters, || threads::i2s_gemm(p, &x, backend, pool, &mut y).expect("shapes checked"));
+                    rows.push(Row { format: "I2_S", backend: name, threads: count, median: time });
                 }
-                // TL1 has no AVX-512 kernel yet (that backend runs the AVX2 one): not listed twice.
+                // TL1 has no AVX-512 kernel (that backend runs the AVX2 one): not listed twice.
                 if let Some(p) = tl1.as_ref().filter(|_| backend != Backend::Avx512) {
-                    let time = median(iters, || threads::tl1_gemv(p, &x, backend, n, &mut y).expect("shapes checked"));
-                    rows.push(Row { format: "TL1", backend: backend.name(), threads: n, median: time });
+                    let time = median(iters, || threads::lut_gemm(p, &x, backend, pool, &mut y).expect("shapes checked"));
+                    rows.push(Row { format: "TL1", backend: name, threads: count, median: time });
+                }
+                if let Some(p) = &tl2 {
+                    let time = median(iters, || threads::lut_gemm(p, &x, backend, pool, &mut y).expect("shapes checked"));
+                    rows.push(Row { format: "TL2", backend: name, threads: count, median: time });
                 }
             }
         }
         rows.sort_by_key(|r| (r.format != "f32", r.format, r.threads));
 
-        let weights = (m * k) as f64;
+        let weights = (n * m * k) as f64;
         for row in &rows {
             let scalar = rows
                 .iter()

@@ -12,14 +12,15 @@ fn bench(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn prints_a_row_per_format_backend_and_thread_count() {
-    let out = bench(&["--shapes", "64x128", "--iters", "1", "--threads", "1,2"]);
+    let out = bench(&["--shapes", "64x128", "--iters", "1", "--threads", "1,2", "--batch", "2"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
     let rows: Vec<Vec<&str>> =
         text.lines().filter(|l| l.starts_with("64x128")).map(|l| l.split_whitespace().collect()).collect();
-    // f32 once; I2_S and TL1 for scalar at 1 and 2 threads at least.
+    // f32 once; I2_S, TL1 and TL2 for scalar at 1 and 2 threads at least.
+    assert!(text.contains("GEMM of 2 activation rows"), "{text}");
     assert!(rows.iter().any(|r| r[1] == "f32"), "{text}");
-    for format in ["I2_S", "TL1"] {
+    for format in ["I2_S", "TL1", "TL2"] {
         for threads in ["1", "2"] {
             assert!(
                 rows.iter().any(|r| r[1] == format && r[2] == "scalar" && r[3] == threads),
@@ -39,5 +40,10 @@ fn bad_shapes_are_named() {
         assert!(!out.status.success(), "{bad}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(bad), "{bad}: {err}");
+    }
+    for (flag, bad) in [("--batch", "0"), ("--threads", "0")] {
+        let out = bench(&["--shapes", "64x128", "--iters", "1", flag, bad]);
+        assert!(!out.status.success());
+        assert!(String::from_utf8_lossy(&out.stderr).contains(flag), "{flag} {bad}");
     }
 }

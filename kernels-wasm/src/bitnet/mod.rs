@@ -9,7 +9,9 @@
 //! - [`tl1`]: TL1, 4-bit pair indices looked up in those tables (`qgemm_lut`).
 //! - [`tl2`]: TL2, 4-bit triplet magnitudes and sign bits, plus a TL1-style two-weight tail.
 //! - [`random`]: deterministic test and benchmark data.
-//! - [`threads`] (with `std`): thread 0 prepares, a barrier, every thread computes its rows.
+//! - [`pool`] (with `std`): persistent worker threads, as ggml keeps them.
+//! - [`threads`] (with `std`): thread 0 prepares, a barrier, every thread computes its rows;
+//!   GEMV and GEMM for every format.
 //! - [`tiling`]: BM / BK / bm per shape, the formats' shape rules, `wsize`, `can_mul_mat`.
 //!
 //! Every kernel produces an exact int32 accumulator per output (the dot product of the ternary
@@ -23,6 +25,8 @@ pub mod quant;
 pub mod random;
 #[cfg(test)]
 pub(crate) mod testutil;
+#[cfg(feature = "std")]
+pub mod pool;
 #[cfg(feature = "std")]
 pub mod threads;
 pub mod tiling;
@@ -42,6 +46,8 @@ pub enum BitnetError {
     ActivationRange { index: usize },
     #[error("weight {value} at index {index} is not ternary (-1, 0 or 1)")]
     NotTernary { index: usize, value: i8 },
+    #[error("a worker thread panicked; the outputs are incomplete")]
+    WorkerPanicked,
 }
 
 /// The shared epilogue: `C = acc / act_scale * weight_scale`, in this order, in f32, as

@@ -1,106 +1,185 @@
 //! bitnet.cpp's threading of one mul_mat: thread 0 prepares what every thread reads (the
-//! quantised activations, or the lookup tables) into shared memory, a barrier when there is more
-//! than one thread, then each thread computes its own contiguous share of the output rows.
+//! quantised activations, or the lookup tables of every activation row) into shared memory, a
+//! barrier when there is more than one thread, then each thread computes its own contiguous share
+//! of the outputs. Here the barrier is the hand-over to the [`Pool`]: its workers start on the
+//! job only once thread 0 has finished preparing it.
+//!
+//! GEMV is GEMM with one activation row. Outputs are row-major `n × M` (`n` activation rows);
+//! the work units are row tiles (LUT formats) or single outputs (I2_S), numbered across the
+//! activation rows, so every thread's share is one contiguous slice of the output.
 
 use super::backend::Backend;
 use super::i2s::I2sMatrix;
 use super::lut::PairTables;
+use super::pool::Pool;
 use super::quant::{check_len, quantize_activations, Rounding};
 use super::tl1::Tl1Matrix;
+use super::tl2::{Tl2Matrix, Tl2Tables};
 use super::{dequantize_into, BitnetError};
-use std::sync::{Barrier, OnceLock};
+use core::ops::Range;
+use std::sync::Mutex;
 
-/// Runs `work(prepared, first_unit, out_chunk)` on `threads` threads over `out`, which is cut
-/// into whole units of `unit` values. Thread 0 (the caller) runs `prepare` first.
-fn split<P: Send + Sync, T: Send>(
-    threads: usize,
+/// A LUT-format matrix (TL1, TL2) as the threaded driver sees it.
+pub trait LutMatrix: Sync {
+    type Tables: Send + Sync;
+    /// M, K.
+    fn shape(&self) -> (usize, usize);
+    /// Rows per tile (BM): the unit of work.
+    fn bm_tile(&self) -> usize;
+    fn weight_scale(&self) -> f32;
+    /// `per_tensor_quant` and `lut_ctor` for one activation row.
+    fn tables(&self, x: &[f32]) -> Result<Self::Tables, BitnetError>;
+    fn act_scale(tables: &Self::Tables) -> f32;
+    fn acc_tiles(&self, t: &Self::Tables, b: Backend, tiles: Range<usize>, acc: &mut [i32]) -> Result<(), BitnetError>;
+}
+
+impl LutMatrix for Tl1Matrix {
+    type Tables = PairTables;
+    fn shape(&self) -> (usize, usize) {
+        (self.geometry.m, self.geometry.k)
+    }
+    fn bm_tile(&self) -> usize {
+        self.geometry.tile.bm_tile
+    }
+    fn weight_scale(&self) -> f32 {
+        self.scale
+    }
+    fn tables(&self, x: &[f32]) -> Result<PairTables, BitnetError> {
+        check_len("activations", self.geometry.k, x.len())?;
+        PairTables::build(x)
+    }
+    fn act_scale(tables: &PairTables) -> f32 {
+        tables.scale
+    }
+    fn acc_tiles(&self, t: &PairTables, b: Backend, tiles: Range<usize>, acc: &mut [i32]) -> Result<(), BitnetError> {
+        self.gemv_acc_tiles(t, b, tiles, acc)
+    }
+}
+
+impl LutMatrix for Tl2Matrix {
+    type Tables = Tl2Tables;
+    fn shape(&self) -> (usize, usize) {
+        (self.geometry.m, self.geometry.k)
+    }
+    fn bm_tile(&self) -> usize {
+        self.geometry.tile.bm_tile
+    }
+    fn weight_scale(&self) -> f32 {
+        self.scale
+    }
+    fn tables(&self, x: &[f32]) -> Result<Tl2Tables, BitnetError> {
+        Tl2Matrix::tables(self, x)
+    }
+    fn act_scale(tables: &Tl2Tables) -> f32 {
+        tables.scale
+    }
+    fn acc_tiles(&self, t: &Tl2Tables, b: Backend, tiles: Range<usize>, acc: &mut [i32]) -> Result<(), BitnetError> {
+        self.gemv_acc_tiles(t, b, tiles, acc)
+    }
+}
+
+/// Runs `work(prepared, first_unit, out_chunk)` on every thread of `pool` over `out`, cut into
+/// contiguous shares of whole units of `unit` values, after thread 0 has run `prepare`.
+fn split<P: Sync, T: Send>(
+    pool: &Pool,
     unit: usize,
     out: &mut [T],
-    prepare: impl FnOnce() -> Result<P, BitnetError> + Send,
+    prepare: impl FnOnce() -> Result<P, BitnetError>,
     work: impl Fn(&P, usize, &mut [T]) -> Result<(), BitnetError> + Sync,
 ) -> Result<(), BitnetError> {
+    let prepared = prepare()?;
     let units = out.len() / unit;
-    let threads = threads.clamp(1, units.max(1));
-    let per = units.div_ceil(threads);
-    let shared: OnceLock<Result<P, BitnetError>> = OnceLock::new();
-    let barrier = Barrier::new(threads);
-    let mut chunks = out.chunks_mut(per * unit).enumerate();
-    let first = chunks.next();
-    std::thread::scope(|s| {
-        let handles: Vec<_> = chunks
-            .map(|(i, chunk)| {
-                let (shared, barrier, work) = (&shared, &barrier, &work);
-                s.spawn(move || {
-                    barrier.wait();
-                    match shared.get() {
-                        Some(Ok(p)) => work(p, i * per, chunk),
-                        _ => Ok(()), // thread 0 reports the failure
-                    }
-                })
-            })
-            .collect();
-        let _ = shared.set(prepare());
-        if threads > 1 {
-            barrier.wait();
+    let per = units.div_ceil(pool.threads()).max(1);
+    // Each thread takes its own chunk out of a slot; the first error wins.
+    let chunks: Vec<Mutex<Option<&mut [T]>>> = out.chunks_mut(per * unit).map(|c| Mutex::new(Some(c))).collect();
+    let result: Mutex<Result<(), BitnetError>> = Mutex::new(Ok(()));
+    let panicked = pool.run(&|i| {
+        let chunk = chunks.get(i).and_then(|c| c.lock().ok()?.take());
+        if let Some(chunk) = chunk {
+            if let Err(e) = work(&prepared, i * per, chunk) {
+                if let Ok(mut r) = result.lock() {
+                    *r = r.clone().and(Err(e));
+                }
+            }
         }
-        let mut result = match (shared.get(), first) {
-            (Some(Ok(p)), Some((_, chunk))) => work(p, 0, chunk),
-            (Some(Err(e)), _) => Err(e.clone()),
-            _ => Ok(()),
-        };
-        for h in handles {
-            let r = h.join().unwrap_or(Err(BitnetError::Length { what: "worker thread", expected: 0, got: 1 }));
-            result = result.and(r);
-        }
-        result
-    })
+    });
+    if panicked.is_err() {
+        return Err(BitnetError::WorkerPanicked);
+    }
+    result.into_inner().unwrap_or(Ok(()))
 }
 
-/// `y = W·x` with I2_S on `threads` threads: thread 0 quantises `x`.
-pub fn i2s_gemv(
-    m: &I2sMatrix,
-    x: &[f32],
+/// `Y = X·Wᵀ` for `n` activation rows `xs` (`n × K`) into `out` (`n × M`), TL1 or TL2.
+pub fn lut_gemm<L: LutMatrix>(
+    m: &L,
+    xs: &[f32],
     backend: Backend,
-    threads: usize,
+    pool: &Pool,
     out: &mut [f32],
 ) -> Result<(), BitnetError> {
-    check_len("outputs", m.rows, out.len())?;
+    let ((rows, k), bm_tile) = (m.shape(), m.bm_tile());
+    let n = out.len() / rows;
+    check_len("outputs (a whole number of rows)", n * rows, out.len())?;
+    check_len("activations (n rows of K)", n * k, xs.len())?;
+    let tiles = rows / bm_tile;
     split(
-        threads,
-        1,
-        out,
-        || quantize_activations(x, Rounding::HalfEven),
-        |acts, first_row, chunk| {
-            let mut acc = vec![0i32; chunk.len()];
-            m.gemv_acc_rows(&acts.q, backend, first_row, &mut acc)?;
-            dequantize_into(chunk, &acc, acts.scale, m.scale);
-            Ok(())
-        },
-    )
-}
-
-/// `y = W·x` with TL1 on `threads` threads: thread 0 builds the tables, threads take row tiles.
-pub fn tl1_gemv(
-    m: &Tl1Matrix,
-    x: &[f32],
-    backend: Backend,
-    threads: usize,
-    out: &mut [f32],
-) -> Result<(), BitnetError> {
-    check_len("outputs", m.geometry.m, out.len())?;
-    let bm_tile = m.geometry.tile.bm_tile;
-    split(
-        threads,
+        pool,
         bm_tile,
         out,
-        || PairTables::build(x),
-        |tables, first_tile, chunk| {
+        || xs.chunks_exact(k).map(|x| m.tables(x)).collect::<Result<Vec<_>, _>>(),
+        |tables, first, chunk| {
             let mut acc = vec![0i32; chunk.len()];
-            m.gemv_acc_tiles(tables, backend, first_tile..first_tile + chunk.len() / bm_tile, &mut acc)?;
-            dequantize_into(chunk, &acc, tables.scale, m.scale);
+            // Consecutive units of one activation row run as one tile range.
+            let mut done = 0;
+            while done < chunk.len() {
+                let unit = first + done / bm_tile;
+                let (row, tile) = (unit / tiles, unit % tiles);
+                let count = (tiles - tile).min((chunk.len() - done) / bm_tile);
+                let span = done..done + count * bm_tile;
+                m.acc_tiles(&tables[row], backend, tile..tile + count, &mut acc[span.clone()])?;
+                dequantize_into(&mut chunk[span.clone()], &acc[span], L::act_scale(&tables[row]), m.weight_scale());
+                done += count * bm_tile;
+            }
             Ok(())
         },
     )
+}
+
+/// `y = W·x`, TL1 or TL2.
+pub fn lut_gemv<L: LutMatrix>(m: &L, x: &[f32], backend: Backend, pool: &Pool, out: &mut [f32]) -> Result<(), BitnetError> {
+    check_len("outputs", m.shape().0, out.len())?;
+    lut_gemm(m, x, backend, pool, out)
+}
+
+/// `Y = X·Wᵀ` with I2_S for `n` activation rows: thread 0 quantises every row.
+pub fn i2s_gemm(m: &I2sMatrix, xs: &[f32], backend: Backend, pool: &Pool, out: &mut [f32]) -> Result<(), BitnetError> {
+    let n = out.len() / m.rows;
+    check_len("outputs (a whole number of rows)", n * m.rows, out.len())?;
+    check_len("activations (n rows of K)", n * m.cols, xs.len())?;
+    split(
+        pool,
+        1,
+        out,
+        || xs.chunks_exact(m.cols).map(|x| quantize_activations(x, Rounding::HalfEven)).collect::<Result<Vec<_>, _>>(),
+        |acts, first, chunk| {
+            let mut done = 0;
+            while done < chunk.len() {
+                let (row, r) = ((first + done) / m.rows, (first + done) % m.rows);
+                let count = (m.rows - r).min(chunk.len() - done);
+                let mut acc = vec![0i32; count];
+                m.gemv_acc_rows(&acts[row].q, backend, r, &mut acc)?;
+                dequantize_into(&mut chunk[done..done + count], &acc, acts[row].scale, m.scale);
+                done += count;
+            }
+            Ok(())
+        },
+    )
+}
+
+/// `y = W·x` with I2_S.
+pub fn i2s_gemv(m: &I2sMatrix, x: &[f32], backend: Backend, pool: &Pool, out: &mut [f32]) -> Result<(), BitnetError> {
+    check_len("outputs", m.rows, out.len())?;
+    i2s_gemm(m, x, backend, pool, out)
 }
 
 #[cfg(test)]
@@ -109,41 +188,70 @@ mod tests {
     use crate::bitnet::i2s::I2sLayout;
     use crate::bitnet::testutil::Rng;
 
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|f| f.to_bits()).collect()
+    }
+
+    /// Every backend, thread count and batch size gives the bits of one scalar GEMV per row.
     #[test]
-    fn every_thread_count_gives_identical_outputs() {
+    fn every_thread_count_and_batch_gives_identical_outputs() {
         let mut rng = Rng::new(21);
-        for (m, k) in [(768, 768), (256, 4096), (96, 192)] {
+        let pools: Vec<Pool> = (1..=4).map(|n| Pool::new(n).unwrap()).collect();
+        for (m, k) in [(768, 768), (256, 4096), (96, 192), (160, 416)] {
             let t = rng.ternary(m, k);
-            let x = rng.f32s(k, 4.0);
+            let n = 3;
+            let xs = rng.f32s(n * k, 4.0);
             let i2s = I2sMatrix::pack(&t, I2sLayout::X86).ok();
             let tl1 = Tl1Matrix::pack(&t).unwrap();
-            let mut reference = (vec![0f32; m], vec![0f32; m]);
-            if let Some(p) = &i2s {
-                i2s_gemv(p, &x, Backend::Scalar, 1, &mut reference.0).unwrap();
+            let tl2 = Tl2Matrix::pack(&t).ok();
+            // The reference: row by row, scalar, one thread, through the single-row kernels.
+            let mut reference = [vec![0f32; n * m], vec![0f32; n * m], vec![0f32; n * m]];
+            for (i, x) in xs.chunks_exact(k).enumerate() {
+                let y = i * m..(i + 1) * m;
+                if let Some(p) = &i2s {
+                    let acts = quantize_activations(x, Rounding::HalfEven).unwrap();
+                    p.gemv(&acts, Backend::Scalar, &mut reference[0][y.clone()]).unwrap();
+                }
+                tl1.gemv(&PairTables::build(x).unwrap(), Backend::Scalar, &mut reference[1][y.clone()]).unwrap();
+                if let Some(p) = &tl2 {
+                    p.gemv(&p.tables(x).unwrap(), Backend::Scalar, &mut reference[2][y]).unwrap();
+                }
             }
-            tl1_gemv(&tl1, &x, Backend::Scalar, 1, &mut reference.1).unwrap();
-            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-            for threads in 1..=5 {
+            for pool in &pools {
                 for backend in Backend::available() {
-                    let mut y = vec![0f32; m];
-                    if let Some(p) = &i2s {
-                        i2s_gemv(p, &x, backend, threads, &mut y).unwrap();
-                        assert_eq!(bits(&y), bits(&reference.0), "I2_S {m}x{k} {backend:?} x{threads}");
+                    let ctx = format!("{m}x{k} {backend:?} x{}", pool.threads());
+                    for rows in [1, n] {
+                        let (x, len) = (&xs[..rows * k], rows * m);
+                        let mut y = vec![0f32; len];
+                        if let Some(p) = &i2s {
+                            i2s_gemm(p, x, backend, pool, &mut y).unwrap();
+                            assert_eq!(bits(&y), bits(&reference[0][..len]), "I2_S {ctx} n={rows}");
+                        }
+                        lut_gemm(&tl1, x, backend, pool, &mut y).unwrap();
+                        assert_eq!(bits(&y), bits(&reference[1][..len]), "TL1 {ctx} n={rows}");
+                        if let Some(p) = &tl2 {
+                            lut_gemm(p, x, backend, pool, &mut y).unwrap();
+                            assert_eq!(bits(&y), bits(&reference[2][..len]), "TL2 {ctx} n={rows}");
+                        }
                     }
-                    tl1_gemv(&tl1, &x, backend, threads, &mut y).unwrap();
-                    assert_eq!(bits(&y), bits(&reference.1), "TL1 {m}x{k} {backend:?} x{threads}");
                 }
             }
         }
     }
 
     #[test]
-    fn a_failing_preparation_is_reported_once() {
+    fn bad_inputs_are_reported_once() {
+        let pool = Pool::new(3).unwrap();
         let t = Rng::new(22).ternary(64, 128);
         let p = Tl1Matrix::pack(&t).unwrap();
-        let mut x = vec![1.0f32; 128];
-        x[5] = f32::NAN;
-        let err = tl1_gemv(&p, &x, Backend::Scalar, 3, &mut [0.0; 64]).unwrap_err();
+        let mut x = vec![1.0f32; 256];
+        x[128 + 5] = f32::NAN;
+        let err = lut_gemm(&p, &x, Backend::Scalar, &pool, &mut [0.0; 128]).unwrap_err();
         assert_eq!(err, BitnetError::NonFinite { what: "activations", index: 5 });
+        let err = lut_gemm(&p, &x[..200], Backend::Scalar, &pool, &mut [0.0; 128]).unwrap_err();
+        assert!(matches!(err, BitnetError::Length { expected: 256, got: 200, .. }), "{err}");
+        assert!(lut_gemv(&p, &x[..128], Backend::Scalar, &pool, &mut [0.0; 100]).is_err());
+        let q = I2sMatrix::pack(&Rng::new(22).ternary(8, 128), I2sLayout::X86).unwrap();
+        assert!(i2s_gemm(&q, &x[..128], Backend::Scalar, &pool, &mut [0.0; 9]).is_err());
     }
 }

@@ -1,0 +1,179 @@
+//! A persistent thread pool for one mul_mat at a time, like ggml's: workers stay alive between
+//! calls and spin briefly before sleeping, because spawning threads per GEMV (~50 µs) costs more
+//! than a 768×768 GEMV itself (~10 µs).
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+/// How long a worker polls for the next job before sleeping on the condition variable.
+const SPIN: u32 = 20_000;
+
+/// The job of the current epoch, with its lifetime erased: [`Pool::run`] does not return before
+/// every worker has finished calling it, so the borrow it came from outlives every use.
+#[derive(Clone, Copy)]
+struct Job(*const (dyn Fn(usize) + Sync));
+// SAFETY: the pointee is `Sync`, and it is only dereferenced while `run` keeps it alive.
+unsafe impl Send for Job {}
+
+struct Shared {
+    epoch: AtomicU64,
+    job: Mutex<Option<Job>>,
+    wake: Condvar,
+    pending: AtomicUsize,
+    done: (Mutex<()>, Condvar),
+    panicked: AtomicBool,
+    stop: AtomicBool,
+}
+
+/// `threads − 1` workers; the caller of [`Pool::run`] is thread 0.
+pub struct Pool {
+    shared: Arc<Shared>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl Pool {
+    /// A pool of `threads` threads in all (at least 1). Fails only if the OS refuses a thread.
+    pub fn new(threads: usize) -> std::io::Result<Pool> {
+        let shared = Arc::new(Shared {
+            epoch: AtomicU64::new(0),
+            job: Mutex::new(None),
+            wake: Condvar::new(),
+            pending: AtomicUsize::new(0),
+            done: (Mutex::new(()), Condvar::new()),
+            panicked: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+        });
+        let mut workers = Vec::new();
+        for index in 1..threads.max(1) {
+            let shared = shared.clone();
+            workers.push(std::thread::Builder::new().name(format!("bitnet-{index}")).spawn(move || worker(&shared, index))?);
+        }
+        Ok(Pool { shared, workers })
+    }
+
+    pub fn threads(&self) -> usize {
+        self.workers.len() + 1
+    }
+
+    /// Calls `f(i)` once on every thread `i` of the pool (the caller is 0) and returns when all
+    /// calls have returned. `Err` if any of them panicked (the panic is not propagated).
+    pub fn run(&self, f: &(dyn Fn(usize) + Sync)) -> Result<(), PoolPanic> {
+        let s = &*self.shared;
+        s.panicked.store(false, Ordering::Relaxed);
+        if !self.workers.is_empty() {
+            // SAFETY: only the lifetime is erased; see `Job`.
+            let job = Job(unsafe { core::mem::transmute::<&(dyn Fn(usize) + Sync), &'static (dyn Fn(usize) + Sync)>(f) });
+            s.pending.store(self.workers.len(), Ordering::Release);
+            let mut slot = s.job.lock().unwrap_or_else(|e| e.into_inner());
+            *slot = Some(job);
+            s.epoch.fetch_add(1, Ordering::AcqRel);
+            drop(slot);
+            s.wake.notify_all();
+        }
+        if catch_unwind(AssertUnwindSafe(|| f(0))).is_err() {
+            s.panicked.store(true, Ordering::Relaxed);
+        }
+        // Wait for the workers: spin first (the usual case is a few microseconds), then sleep.
+        let mut spins = 0;
+        while s.pending.load(Ordering::Acquire) != 0 {
+            if spins < SPIN {
+                spins += 1;
+                std::hint::spin_loop();
+            } else {
+                let guard = s.done.0.lock().unwrap_or_else(|e| e.into_inner());
+                if s.pending.load(Ordering::Acquire) != 0 {
+                    drop(s.done.1.wait_timeout(guard, std::time::Duration::from_millis(1)));
+                }
+            }
+        }
+        if s.panicked.load(Ordering::Relaxed) {
+            Err(PoolPanic)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// A job panicked on some thread of the pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolPanic;
+
+fn worker(s: &Shared, index: usize) {
+    let mut seen = 0u64;
+    loop {
+        let mut spins = 0;
+        while s.epoch.load(Ordering::Acquire) == seen && !s.stop.load(Ordering::Acquire) {
+            if spins < SPIN {
+                spins += 1;
+                std::hint::spin_loop();
+            } else {
+                let guard = s.job.lock().unwrap_or_else(|e| e.into_inner());
+                if s.epoch.load(Ordering::Acquire) == seen && !s.stop.load(Ordering::Acquire) {
+                    drop(s.wake.wait(guard));
+                }
+            }
+        }
+        if s.stop.load(Ordering::Acquire) {
+            return;
+        }
+        seen = s.epoch.load(Ordering::Acquire);
+        let job = *s.job.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(Job(f)) = job {
+            // SAFETY: `run` keeps `f` alive until `pending` reaches 0, which needs this call.
+            if catch_unwind(AssertUnwindSafe(|| unsafe { (*f)(index) })).is_err() {
+                s.panicked.store(true, Ordering::Relaxed);
+            }
+        }
+        if s.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let _guard = s.done.0.lock().unwrap_or_else(|e| e.into_inner());
+            s.done.1.notify_all();
+        }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        {
+            let _slot = self.shared.job.lock().unwrap_or_else(|e| e.into_inner());
+            self.shared.wake.notify_all();
+        }
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_thread_runs_each_job_once() {
+        for threads in 1..=4 {
+            let pool = Pool::new(threads).unwrap();
+            for round in 0..200u64 {
+                let hits: Vec<AtomicU64> = (0..threads).map(|_| AtomicU64::new(0)).collect();
+                pool.run(&|i| {
+                    hits[i].fetch_add(round + 1, Ordering::Relaxed);
+                })
+                .unwrap();
+                assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == round + 1), "{threads} threads, round {round}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_panicking_job_is_reported_and_the_pool_goes_on() {
+        let pool = Pool::new(3).unwrap();
+        assert_eq!(pool.run(&|i| assert_ne!(i, 2, "worker 2 fails")), Err(PoolPanic));
+        let count = AtomicUsize::new(0);
+        pool.run(&|_| {
+            count.fetch_add(1, Ordering::Relaxed);
+        })
+        .unwrap();
+        assert_eq!(count.load(Ordering::Relaxed), 3);
+    }
+}
