@@ -12,6 +12,7 @@
 //! - [`pool`] (with `std`): persistent worker threads, as ggml keeps them.
 //! - [`threads`] (with `std`): thread 0 prepares, a barrier, every thread computes its rows;
 //!   GEMV and GEMM for every format.
+//! - [`trace`]: the scalar kernels step by step, for the playground.
 //! - [`tiling`]: BM / BK / bm per shape, the formats' shape rules, `wsize`, `can_mul_mat`.
 //!
 //! Every kernel produces an exact int32 accumulator per output (the dot product of the ternary
@@ -30,6 +31,7 @@ pub mod pool;
 #[cfg(feature = "std")]
 pub mod threads;
 pub mod tiling;
+pub mod trace;
 pub mod tl1;
 pub mod tl2;
 
