@@ -5,8 +5,8 @@
 use anyhow::Result;
 use kernels_wasm::bitnet::backend::Backend;
 use kernels_wasm::bitnet::i2s::{I2sLayout, I2sMatrix};
-use kernels_wasm::bitnet::random::Rng;
 use kernels_wasm::bitnet::pool::Pool;
+use kernels_wasm::bitnet::random::Rng;
 use kernels_wasm::bitnet::threads;
 use kernels_wasm::bitnet::tl1::Tl1Matrix;
 use kernels_wasm::bitnet::tl2::Tl2Matrix;
@@ -99,16 +99,19 @@ pub fn run(args: Args) -> Result<()> {
             for backend in Backend::available() {
                 let name = backend.name();
                 if let Some(p) = &i2s {
-                    let time = median(iters, || threads::i2s_gemm(p, &x, backend, pool, &mut y).expect("shapes checked"));
+                    let time =
+                        median(iters, || threads::i2s_gemm(p, &x, backend, pool, &mut y).expect("shapes checked"));
                     rows.push(Row { format: "I2_S", backend: name, threads: count, median: time });
                 }
                 // TL1 has no AVX-512 kernel (that backend runs the AVX2 one): not listed twice.
                 if let Some(p) = tl1.as_ref().filter(|_| backend != Backend::Avx512) {
-                    let time = median(iters, || threads::lut_gemm(p, &x, backend, pool, &mut y).expect("shapes checked"));
+                    let time =
+                        median(iters, || threads::lut_gemm(p, &x, backend, pool, &mut y).expect("shapes checked"));
                     rows.push(Row { format: "TL1", backend: name, threads: count, median: time });
                 }
                 if let Some(p) = &tl2 {
-                    let time = median(iters, || threads::lut_gemm(p, &x, backend, pool, &mut y).expect("shapes checked"));
+                    let time =
+                        median(iters, || threads::lut_gemm(p, &x, backend, pool, &mut y).expect("shapes checked"));
                     rows.push(Row { format: "TL2", backend: name, threads: count, median: time });
                 }
             }

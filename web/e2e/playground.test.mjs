@@ -47,6 +47,8 @@ test('tabs switch, each says honestly what it is, and a screenshot of each is sa
     assert.equal(await page.getAttribute(`button[data-tab=${tab}]`, 'aria-selected'), 'true');
     if (tab === 'components') {
       await page.waitForSelector('[data-testid=components-page]');
+    } else if (tab === 'bitnet') {
+      await page.waitForSelector('[data-testid=bitnet-stepper]');
     } else {
       assert.match(await page.textContent('[data-testid=empty-state]'), /Not built yet/);
     }
@@ -110,6 +112,74 @@ test('components: heatmap hover, step controls, timeline, virtual table', async 
   await page.waitForSelector('.vtable-row[data-row="99999"]');
   assert.ok((await domRows()) < 40);
   assert.match(await page.textContent('[data-testid=vtable-readout]'), /^100000 rows; \d+–100000 in the DOM$/);
+  page.assertNoErrors();
+  await page.close();
+});
+
+test('BitNet tab: step through TL2 qgemm_lut, outputs within the bound, wasm benchmark', async () => {
+  const page = await open(browser, `?token=${TOKEN}`, '#bitnet');
+  await page.waitForSelector('[data-testid=bitnet-stepper]');
+  await page.selectOption('[data-testid=bitnet-format]', 'TL2');
+  await page.selectOption('[data-testid=bitnet-shape]', '2'); // 32×224: 192 triplet columns + a 32-column tail
+  await page.waitForFunction(() => /TL2: .*three_k=192 two_k=32/.test(document.querySelector('[data-testid=bitnet-summary]')?.textContent ?? ''));
+  // 32 rows × 64 triplets / 2 per byte + a widen per BK=192 block, then 32 × 16 pairs / 2 + one widen.
+  assert.equal(await page.getAttribute('[data-testid=bitnet-stepper]', 'data-steps'), String(32 * 32 + 1 + 32 * 8 + 1));
+
+  // Each lookup step adds the two highlighted table entries to its row's int16 partial sum.
+  const step = async () => {
+    const text = await page.textContent('[data-testid=bitnet-step]');
+    const values = [...text.matchAll(/entry \d+(?:, sign bit set: negated)?: ([+-]\d+)/g)].map((m) => Number(m[1]));
+    const partial = Number(/int16 partial sum of row \d+ = (-?\d+)/.exec(text)[1]);
+    const row = Number(await page.getAttribute('[data-testid=bitnet-step]', 'data-row'));
+    return { text, values, partial, row };
+  };
+  const first = await step();
+  assert.equal(first.values.length, 2, first.text);
+  assert.equal(first.partial, first.values[0] + first.values[1], first.text);
+  // The highlighted entries in the two tables hold those values (before the sign).
+  const current = await page.$$eval('[data-testid=lut-table] tr[data-current=true]', (rows) => rows.map((r) => Number(r.dataset.value)));
+  assert.equal(current.length, 2);
+  assert.deepEqual(current.map(Math.abs), first.values.map(Math.abs));
+  // Steps on the same row accumulate: byte vectors visit 32 rows, so step 33 is row `first.row` again.
+  await page.fill('[data-testid=step-slider]', '32');
+  await page.dispatchEvent('[data-testid=step-slider]', 'input');
+  const again = await step();
+  assert.equal(again.row, first.row, again.text);
+  assert.equal(again.partial, first.partial + again.values[0] + again.values[1], again.text);
+
+  // At the last step every output row is the kernel's and within its quantisation bound.
+  const last = Number(await page.getAttribute('[data-testid=bitnet-stepper]', 'data-steps')) - 1;
+  await page.fill('[data-testid=step-slider]', String(last));
+  await page.dispatchEvent('[data-testid=step-slider]', 'input');
+  await page.waitForFunction(() => !document.querySelector('[data-testid=out-y]').textContent.startsWith('('));
+  const outputs = await page.$$eval('[data-testid=bitnet-outputs] tbody tr', (rows) => rows.map((r) => ({
+    y: Number(r.querySelector('[data-testid=out-y]').textContent),
+    ref: Number(r.querySelector('[data-testid=out-ref]').textContent),
+    bound: Number(r.querySelector('[data-testid=out-bound]').textContent),
+  })));
+  assert.equal(outputs.length, 32);
+  for (const o of outputs) assert.ok(Math.abs(o.y - o.ref) <= o.bound + 2e-5, JSON.stringify(o));
+  assert.equal(await page.getAttribute('[data-testid=bitnet-accuracy]', 'data-ok'), 'true');
+  await page.screenshot({ path: `${SHOTS}/bitnet-stepper.png`, fullPage: true });
+
+  // A shape a format cannot take is refused with the kernel's reason.
+  await page.selectOption('[data-testid=bitnet-format]', 'I2_S');
+  assert.match(await page.textContent('[data-testid=bitnet-error]'), /multiple of 128/);
+
+  // The benchmark runs scalar and simd128 in this page, on a seed shape, with identical outputs.
+  await page.selectOption('[data-testid=bitnet-format]', 'TL1');
+  await page.selectOption('[data-testid=bitnet-shape]', '4'); // 768×3072
+  await page.waitForSelector('[data-testid=bitnet-no-trace]');
+  await page.click('[data-testid=bench-run]');
+  await page.waitForSelector('[data-testid=bench-results]', { timeout: 60_000 });
+  const bench = await page.$$eval('[data-testid=bench-results] tbody tr', (rows) => rows.map((r) => ({
+    backend: r.dataset.backend, ratio: Number(r.dataset.ratio),
+    gws: Number(r.querySelector('[data-testid=bench-gws]').textContent),
+    identical: r.querySelector('[data-testid=bench-identical]').textContent,
+  })));
+  assert.deepEqual(bench.map((b) => b.backend), ['scalar', 'simd128']);
+  for (const b of bench) assert.ok(b.gws > 0 && b.identical === 'yes', JSON.stringify(b));
+  console.log(`# wasm TL1 768x3072: scalar ${bench[0].gws} Gw/s, simd128 ${bench[1].gws} Gw/s (x${bench[1].ratio})`);
   page.assertNoErrors();
   await page.close();
 });

@@ -22,18 +22,18 @@
 pub mod backend;
 pub mod i2s;
 pub mod lut;
+#[cfg(feature = "std")]
+pub mod pool;
 pub mod quant;
 pub mod random;
 #[cfg(test)]
 pub(crate) mod testutil;
 #[cfg(feature = "std")]
-pub mod pool;
-#[cfg(feature = "std")]
 pub mod threads;
 pub mod tiling;
-pub mod trace;
 pub mod tl1;
 pub mod tl2;
+pub mod trace;
 
 /// Errors of the BitNet kernels: always naming the shape or value that was wrong.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

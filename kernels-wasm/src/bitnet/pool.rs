@@ -48,7 +48,9 @@ impl Pool {
         let mut workers = Vec::new();
         for index in 1..threads.max(1) {
             let shared = shared.clone();
-            workers.push(std::thread::Builder::new().name(format!("bitnet-{index}")).spawn(move || worker(&shared, index))?);
+            workers.push(
+                std::thread::Builder::new().name(format!("bitnet-{index}")).spawn(move || worker(&shared, index))?,
+            );
         }
         Ok(Pool { shared, workers })
     }
@@ -64,7 +66,8 @@ impl Pool {
         s.panicked.store(false, Ordering::Relaxed);
         if !self.workers.is_empty() {
             // SAFETY: only the lifetime is erased; see `Job`.
-            let job = Job(unsafe { core::mem::transmute::<&(dyn Fn(usize) + Sync), &'static (dyn Fn(usize) + Sync)>(f) });
+            let job =
+                Job(unsafe { core::mem::transmute::<&(dyn Fn(usize) + Sync), &'static (dyn Fn(usize) + Sync)>(f) });
             s.pending.store(self.workers.len(), Ordering::Release);
             let mut slot = s.job.lock().unwrap_or_else(|e| e.into_inner());
             *slot = Some(job);
@@ -160,7 +163,10 @@ mod tests {
                     hits[i].fetch_add(round + 1, Ordering::Relaxed);
                 })
                 .unwrap();
-                assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == round + 1), "{threads} threads, round {round}");
+                assert!(
+                    hits.iter().all(|h| h.load(Ordering::Relaxed) == round + 1),
+                    "{threads} threads, round {round}"
+                );
             }
         }
     }

@@ -146,7 +146,13 @@ pub fn lut_gemm<L: LutMatrix>(
 }
 
 /// `y = W·x`, TL1 or TL2.
-pub fn lut_gemv<L: LutMatrix>(m: &L, x: &[f32], backend: Backend, pool: &Pool, out: &mut [f32]) -> Result<(), BitnetError> {
+pub fn lut_gemv<L: LutMatrix>(
+    m: &L,
+    x: &[f32],
+    backend: Backend,
+    pool: &Pool,
+    out: &mut [f32],
+) -> Result<(), BitnetError> {
     check_len("outputs", m.shape().0, out.len())?;
     lut_gemm(m, x, backend, pool, out)
 }

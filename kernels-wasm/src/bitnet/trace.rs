@@ -87,7 +87,11 @@ impl Trace {
                         }
                     }
                     let first = t * g.tile.bm_tile + rb * g.tile.bm;
-                    steps.push(Step { block: kb, row: first, kind: StepKind::Widen { rows: first..first + g.tile.bm } });
+                    steps.push(Step {
+                        block: kb,
+                        row: first,
+                        kind: StepKind::Widen { rows: first..first + g.tile.bm },
+                    });
                 }
             }
         }
@@ -154,7 +158,8 @@ impl Trace {
         for row in 0..m.rows {
             for b in 0..m.cols / block {
                 let cols = b * block..(b + 1) * block;
-                let dot = w.row(row)[cols.clone()].iter().zip(&q[cols.clone()]).map(|(&w, &a)| w as i32 * a as i32).sum();
+                let dot =
+                    w.row(row)[cols.clone()].iter().zip(&q[cols.clone()]).map(|(&w, &a)| w as i32 * a as i32).sum();
                 steps.push(Step { block: b, row, kind: StepKind::MultiplyAdd { cols, dot } });
             }
         }

@@ -1,6 +1,7 @@
 //! The playground's pure logic: no DOM, no Leptos, so it is tested natively by
 //! `cargo test --workspace` and in headless Chromium by wasm-bindgen-test.
 
+pub mod bitnet;
 pub mod heatmap;
 pub mod steps;
 pub mod timeline;

@@ -17,7 +17,7 @@ unsafe fn zips(lo: v128, hi: v128) -> (v128, v128) {
 }
 
 /// Looks up a low-first table for both halves of a vector: int16 rows in [`Acc`] order.
-#[inline(always)]
+#[inline]
 #[target_feature(enable = "simd128")]
 unsafe fn look(table: *const u8, idx: [v128; 2]) -> Acc {
     let (lo, hi) = (v128_load(table.cast()), v128_load(table.add(16).cast()));
@@ -26,7 +26,7 @@ unsafe fn look(table: *const u8, idx: [v128; 2]) -> Acc {
     [r0, r8, r16, r24]
 }
 
-#[inline(always)]
+#[inline]
 #[target_feature(enable = "simd128")]
 unsafe fn nibbles(p: *const u8) -> ([v128; 2], [v128; 2]) {
     let (h0, h1) = (v128_load(p.cast()), v128_load(p.add(16).cast()));
@@ -34,7 +34,7 @@ unsafe fn nibbles(p: *const u8) -> ([v128; 2], [v128; 2]) {
     ([u8x16_shr(h0, 4), u8x16_shr(h1, 4)], [v128_and(h0, mask), v128_and(h1, mask)])
 }
 
-#[inline(always)]
+#[inline]
 #[target_feature(enable = "simd128")]
 unsafe fn widen_into(acc: Acc, dst: &mut [i32]) {
     for (i, a) in acc.into_iter().enumerate() {

@@ -1,0 +1,185 @@
+//! The BitNet LUT tab: pick a format, a shape and weights; step through the kernel on small
+//! shapes; run and benchmark it (wasm scalar vs simd128) on any shape.
+
+mod bench;
+mod stepper;
+mod table;
+
+use crate::logic::bitnet::{Format, Problem, WeightSource, SHAPES};
+use leptos::prelude::*;
+use std::sync::Arc;
+
+/// The current problem; equal only to itself, so a rebuild always re-renders.
+#[derive(Clone)]
+pub struct Current(pub Arc<Problem>);
+
+impl PartialEq for Current {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+#[component]
+pub fn BitNetTab() -> impl IntoView {
+    let format = RwSignal::new(Format::Tl1);
+    let shape = RwSignal::new(SHAPES[0]);
+    let source = RwSignal::new(WeightSource::Ternary);
+    let seed = RwSignal::new(1u64);
+    let problem = Memo::new(move |_| {
+        let (m, k) = shape.get();
+        Problem::new(format.get(), m, k, source.get(), seed.get())
+            .map(|p| Current(Arc::new(p)))
+            .map_err(|e| e.to_string())
+    });
+
+    view! {
+        <section class="bitnet" data-testid="bitnet-tab">
+            <h2>"BitNet b1.58 LUT kernels"</h2>
+            <p class="lede">
+                "Ternary weights packed as bitnet.cpp packs them, lookup tables built from the int8 activations, and "
+                <code>"qgemm_lut"</code>
+                " run by this page's WebAssembly — the same Rust kernels that run natively, stepped lookup by lookup."
+            </p>
+            <div class="controls">
+                <label>
+                    "format "
+                    <select
+                        data-testid="bitnet-format"
+                        on:change=move |ev| {
+                            if let Some(f) = Format::parse(&event_target_value(&ev)) {
+                                format.set(f);
+                            }
+                        }
+                    >
+                        {Format::ALL.map(|f| view! { <option value=f.name()>{f.name()}</option> }).collect_view()}
+                    </select>
+                </label>
+                <label>
+                    "shape M×K "
+                    <select
+                        data-testid="bitnet-shape"
+                        on:change=move |ev| {
+                            if let Some(s) = SHAPES.get(event_target_value(&ev).parse::<usize>().unwrap_or(0)) {
+                                shape.set(*s);
+                            }
+                        }
+                    >
+                        {SHAPES
+                            .iter()
+                            .enumerate()
+                            .map(|(i, (m, k))| {
+                                let what = if m * k <= crate::logic::bitnet::MAX_STEP_WEIGHTS { "step" } else { "run" };
+                                view! { <option value=i.to_string()>{format!("{m}×{k} ({what})")}</option> }
+                            })
+                            .collect_view()}
+                    </select>
+                </label>
+                <label>
+                    "weights "
+                    <select
+                        data-testid="bitnet-source"
+                        on:change=move |ev| {
+                            source
+                                .set(
+                                    if event_target_value(&ev) == "f32" {
+                                        WeightSource::QuantisedF32
+                                    } else {
+                                        WeightSource::Ternary
+                                    },
+                                )
+                        }
+                    >
+                        <option value="ternary">"random ternary"</option>
+                        <option value="f32">"random f32, absmean-quantised here"</option>
+                    </select>
+                </label>
+                <label>
+                    "seed "
+                    <input
+                        type="number"
+                        min="0"
+                        data-testid="bitnet-seed"
+                        prop:value=move || seed.get().to_string()
+                        on:change=move |ev| {
+                            if let Ok(s) = event_target_value(&ev).parse::<u64>() {
+                                seed.set(s);
+                            }
+                        }
+                    />
+                </label>
+            </div>
+            {move || match problem.get() {
+                Err(e) => view! { <p class="error" data-testid="bitnet-error">{e}</p> }.into_any(),
+                Ok(Current(p)) => {
+                    view! {
+                        <Summary problem=p.clone() />
+                        <stepper::Stepper problem=p.clone() />
+                        <bench::Bench problem=p />
+                    }
+                        .into_any()
+                }
+            }}
+        </section>
+    }
+}
+
+/// Format facts and the kernel's output against the f32 reference.
+#[component]
+fn Summary(problem: Arc<Problem>) -> impl IntoView {
+    let p = &problem;
+    let mut y = vec![0f32; p.m];
+    let run = p.run(kernels_wasm::bitnet::backend::Backend::Scalar, &mut y);
+    let reference = p.reference();
+    let worst = (0..p.m)
+        .map(|r| ((y[r] - reference[r]).abs(), p.error_bound(r)))
+        .fold((0f32, true), |(e, ok), (d, b)| (e.max(d), ok && d <= b * 1.001 + 1e-5));
+    let layout = match &p.packed {
+        crate::logic::bitnet::Packed::Tl1(m, _) => format!(
+            "TL1: {} bytes of 4-bit pair indices (2 bits/weight), BM={} BK={} bm={}, {} pair tables of 32 bytes",
+            m.packed.len(),
+            m.geometry.tile.bm_tile,
+            m.geometry.tile.bk,
+            m.geometry.tile.bm,
+            p.k / 2
+        ),
+        crate::logic::bitnet::Packed::Tl2(m, _) => format!(
+            "TL2: {} bytes (magnitudes {}, sign bits {}, two-weight tail {}; {:.2} bits/weight), BM={} BK={}, three_k={} two_k={}",
+            m.packed.len(),
+            m.geometry.mag_bytes(),
+            m.geometry.sign_bytes(),
+            m.geometry.tail_bytes(),
+            m.packed.len() as f64 * 8.0 / (p.m * p.k) as f64,
+            m.geometry.tile.bm_tile,
+            m.geometry.tile.bk,
+            m.geometry.three_k,
+            m.geometry.two_k
+        ),
+        crate::logic::bitnet::Packed::I2s(m) => {
+            format!("I2_S: {} bytes of 2-bit codes in 128-weight blocks, multiply-add kernel (no tables)", m.codes.len())
+        }
+    };
+    view! {
+        <div class="demo" data-testid="bitnet-summary">
+            <p>{layout}</p>
+            <p>
+                {format!(
+                    "weight scale β = {:.5}, activation scale 127/max|x| = {:.4}",
+                    p.weights.scale,
+                    p.acts.scale,
+                )}
+            </p>
+            <p data-testid="bitnet-accuracy" data-ok=worst.1.to_string()>
+                {match run {
+                    Ok(()) => {
+                        format!(
+                            "kernel output vs f32 reference (same ternary weights, unquantised x): max |Δ| = {:.5}; {} the activation-quantisation bound β·Σ|w|·0.5/s in every row",
+                            worst.0,
+                            if worst.1 { "within" } else { "OUTSIDE" },
+                        )
+                    }
+                    Err(e) => format!("kernel refused: {e}"),
+                }}
+            </p>
+        </div>
+    }
+}
