@@ -77,6 +77,42 @@ fn rust_target(target: &str) -> Result<()> {
     timed(&format!("rustup target add {target}"), Command::new("rustup").args(["target", "add", target]))
 }
 
+/// Whether this CPU runs the AVX-512 kernels natively (F, BW, VBMI, VNNI, as `Backend::Avx512`).
+pub fn host_has_avx512() -> bool {
+    let flags = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let first = flags.lines().find(|l| l.starts_with("flags")).unwrap_or("");
+    ["avx512f", "avx512bw", "avx512vbmi", "avx512_vnni"].iter().all(|f| first.split_whitespace().any(|x| x == *f))
+}
+
+/// Miri on the nightly toolchain, for checking the AVX-512 kernels on CPUs without AVX-512.
+/// `Err` says why it is not available; the caller reports that suite as failed.
+pub fn miri() -> Result<()> {
+    let has = |what: &str| {
+        Command::new("rustup")
+            .args(["component", "list", "--installed", "--toolchain", "nightly"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l.starts_with(what)))
+            .unwrap_or(false)
+    };
+    if has("miri") && has("rust-src") {
+        println!("  ok  nightly toolchain with miri and rust-src");
+        return Ok(());
+    }
+    println!("  ..  miri (nightly): installing");
+    timed(
+        "rustup toolchain install nightly --profile minimal --component miri,rust-src",
+        Command::new("rustup").args([
+            "toolchain",
+            "install",
+            "nightly",
+            "--profile",
+            "minimal",
+            "--component",
+            "miri,rust-src",
+        ]),
+    )
+}
+
 fn debian_packages(packages: &[&str]) -> Result<()> {
     let missing: Vec<&str> = packages
         .iter()

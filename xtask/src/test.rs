@@ -1,5 +1,6 @@
 //! `cargo xtask test`: every test. Native (`cargo test --workspace`), wasm in headless Chromium
-//! (wasm-bindgen-test), the NEON kernels on aarch64 under qemu, and end to end (the real page, the real bridge, headless Chromium driven
+//! (wasm-bindgen-test), the NEON kernels on aarch64 under qemu, the AVX-512 kernels (natively or
+//! under Miri), and end to end (the real page, the real bridge, headless Chromium driven
 //! by playwright-core). Every suite runs even if an earlier one failed; the summary says which.
 
 use crate::procs::{self, Proc};
@@ -41,6 +42,11 @@ pub fn run(_: Args) -> Result<()> {
     let neon = cargo(&["test", "--target", setup::AARCH64, "-p", "kernels-wasm", "--lib"], &[]);
     results.push(("NEON (aarch64 under qemu-user)", t.elapsed(), neon));
 
+    step("AVX-512 kernels (I2_S VNNI, TL2 VBMI)");
+    let t = Instant::now();
+    let avx512 = avx512();
+    results.push(("AVX-512 kernels", t.elapsed(), avx512));
+
     step("end-to-end tests: playground + bridge in headless Chromium");
     let t = Instant::now();
     let e2e = e2e(&tools);
@@ -69,6 +75,34 @@ fn cargo(args: &[&str], env: &[(&str, &str)]) -> Result<()> {
         bail!("`cargo {}` failed ({status})", args.join(" "));
     }
     Ok(())
+}
+
+/// The AVX-512 kernels run natively in the native suite where the CPU has AVX-512. Elsewhere Miri
+/// interprets them (it implements the intrinsics) on small shapes, against the plain dot product;
+/// the test is compiled to insist that the AVX-512 backend was among those it ran.
+fn avx512() -> Result<()> {
+    if setup::host_has_avx512() {
+        println!("this CPU has AVX-512: the native suite ran those kernels");
+        return Ok(());
+    }
+    println!("this CPU has no AVX-512: running those kernels under Miri");
+    setup::miri()?;
+    let features = "-C target-feature=+avx2,+avx512f,+avx512bw,+avx512vbmi,+avx512vnni";
+    cargo(
+        &[
+            "+nightly",
+            "miri",
+            "test",
+            "-p",
+            "kernels-wasm",
+            "--target-dir",
+            "target/miri",
+            "--lib",
+            "--",
+            "wide_kernels_match_scalar_small",
+        ],
+        &[("RUSTFLAGS", features), ("SUBSTRATES_EXPECT_AVX512", "1")],
+    )
 }
 
 fn e2e(tools: &setup::Tools) -> Result<()> {

@@ -46,13 +46,9 @@ impl PairTables {
         }
         let mut bytes = vec![0u8; acts.q.len() / 2 * PAIR_TABLE_BYTES];
         for (table, pair) in bytes.chunks_exact_mut(PAIR_TABLE_BYTES).zip(acts.q.chunks_exact(2)) {
-            let (a0, a1) = (pair[0] as i16, pair[1] as i16);
-            for e in 0..9 {
-                let (w0, w1) = ((e / 3) as i16 - 1, (e % 3) as i16 - 1);
-                let v = w0 * a0 + w1 * a1;
-                table[e] = (v >> 8) as u8;
-                table[16 + e] = v as u8;
-            }
+            let (lo, hi) = split_bytes(&entries(&PAIR_WEIGHTS, pair));
+            table[..16].copy_from_slice(&hi);
+            table[16..].copy_from_slice(&lo);
         }
         Ok(PairTables { bytes, scale: acts.scale })
     }
@@ -97,18 +93,15 @@ impl Tl2Tables {
         let (head, tail) = acts.q.split_at(three_k);
         let mut three = vec![0u8; three_k / 3 * PAIR_TABLE_BYTES];
         for (table, a) in three.chunks_exact_mut(PAIR_TABLE_BYTES).zip(head.chunks_exact(3)) {
-            for e in 0..14 {
-                let w = triplet_weights(e as i8);
-                let v: i16 = w.iter().zip(a).map(|(&w, &a)| w as i16 * a as i16).sum();
-                put_low_first(table, e, v);
-            }
+            let (lo, hi) = split_bytes(&entries(&TRIPLET_WEIGHTS, a));
+            table[..16].copy_from_slice(&lo);
+            table[16..].copy_from_slice(&hi);
         }
         let mut two = vec![0u8; tail.len() / 2 * PAIR_TABLE_BYTES];
         for (table, a) in two.chunks_exact_mut(PAIR_TABLE_BYTES).zip(tail.chunks_exact(2)) {
-            for e in 0..9 {
-                let (w0, w1) = ((e / 3) as i16 - 1, (e % 3) as i16 - 1);
-                put_low_first(table, e, w0 * a[0] as i16 + w1 * a[1] as i16);
-            }
+            let (lo, hi) = split_bytes(&entries(&PAIR_WEIGHTS, a));
+            table[..16].copy_from_slice(&lo);
+            table[16..].copy_from_slice(&hi);
         }
         Ok(Tl2Tables { three, two, scale: acts.scale })
     }
@@ -126,9 +119,54 @@ impl Tl2Tables {
     }
 }
 
-fn put_low_first(table: &mut [u8], e: usize, v: i16) {
-    table[e] = v as u8;
-    table[16 + e] = (v >> 8) as u8;
+/// The weights each table entry stands for, one array per weight position: pair entry `e` is
+/// `(e / 3 − 1, e % 3 − 1)` for `e < 9`; triplet entry `e` the triplet of value `e` for `e < 14`.
+/// Unused entries have all-zero weights, so they come out 0.
+const PAIR_WEIGHTS: [[i16; 16]; 2] = {
+    let mut w = [[0i16; 16]; 2];
+    let mut e = 0;
+    while e < 9 {
+        w[0][e] = (e / 3) as i16 - 1;
+        w[1][e] = (e % 3) as i16 - 1;
+        e += 1;
+    }
+    w
+};
+const TRIPLET_WEIGHTS: [[i16; 16]; 3] = {
+    let mut w = [[0i16; 16]; 3];
+    let mut e = 0;
+    while e < 14 {
+        let u = e + 13; // 9·(w0+1) + 3·(w1+1) + (w2+1)
+        w[0][e] = (u / 9) as i16 - 1;
+        w[1][e] = (u / 3 % 3) as i16 - 1;
+        w[2][e] = (u % 3) as i16 - 1;
+        e += 1;
+    }
+    w
+};
+
+/// The 16 entries of one table: Σ weight·activation per entry, written as whole fixed-size
+/// arrays so the compiler builds them with vector multiplies (this is `lut_ctor`'s inner loop).
+#[inline]
+fn entries<const N: usize>(weights: &[[i16; 16]; N], a: &[i8]) -> [i16; 16] {
+    let mut v = [0i16; 16];
+    for (w, &a) in weights.iter().zip(a) {
+        for e in 0..16 {
+            v[e] += w[e] * a as i16;
+        }
+    }
+    v
+}
+
+/// The low and the high bytes of the 16 entries.
+#[inline]
+fn split_bytes(v: &[i16; 16]) -> ([u8; 16], [u8; 16]) {
+    let (mut lo, mut hi) = ([0u8; 16], [0u8; 16]);
+    for e in 0..16 {
+        lo[e] = v[e] as u8;
+        hi[e] = (v[e] >> 8) as u8;
+    }
+    (lo, hi)
 }
 
 #[inline]

@@ -97,10 +97,21 @@ pub struct QuantActs {
 
 /// `per_tensor_quant`: `s = 127 / max(max|x|, MIN_ACT_MAX)`, `q = round(x * s)`.
 pub fn quantize_activations(x: &[f32], rounding: Rounding) -> Result<QuantActs, BitnetError> {
-    check_finite("activations", x)?;
-    let max = x.iter().fold(0.0f32, |m, v| m.max(v.abs())).max(MIN_ACT_MAX);
-    let scale = 127.0 / max;
-    let q = x.iter().map(|&v| rounding.round((v * scale).clamp(-128.0, 127.0)).clamp(-128, 127) as i8).collect();
+    // One pass for both: v·0 is NaN exactly for NaN and ±inf, and a NaN sum flags them all.
+    let (max, poison) = x.iter().fold((0.0f32, 0.0f32), |(m, p), v| (m.max(v.abs()), p + v * 0.0));
+    if poison.is_nan() {
+        check_finite("activations", x)?;
+    }
+    let scale = 127.0 / max.max(MIN_ACT_MAX);
+    // Per rounding mode, a loop without branches, so it compiles to vector code.
+    let q = match rounding {
+        Rounding::HalfEven => {
+            x.iter().map(|&v| Rounding::HalfEven.round((v * scale).clamp(-128.0, 127.0)) as i8).collect()
+        }
+        Rounding::HalfAway => {
+            x.iter().map(|&v| Rounding::HalfAway.round((v * scale).clamp(-128.0, 127.0)) as i8).collect()
+        }
+    };
     Ok(QuantActs { q, scale })
 }
 

@@ -98,3 +98,22 @@ fn f32_output_is_within_the_activation_quantisation_bound() {
         );
     }
 }
+
+/// Small enough for Miri (see the TL2 test of the same name): every backend, both layouts.
+#[test]
+fn wide_kernels_match_scalar_small() {
+    let mut rng = Rng::new(7);
+    for layout in LAYOUTS {
+        let t = rng.ternary(4, 256);
+        let q = rng.acts(256);
+        let p = I2sMatrix::pack(&t, layout).unwrap();
+        if option_env!("SUBSTRATES_EXPECT_AVX512").is_some() {
+            assert!(Backend::Avx512.is_available(), "this run was meant to check the AVX-512 kernel");
+        }
+        for backend in Backend::available() {
+            let mut acc = alloc::vec![0; 4];
+            p.gemv_acc(&q, backend, &mut acc).unwrap();
+            assert_eq!(acc, plain_dot(&t, &q), "{backend:?} {layout:?}");
+        }
+    }
+}

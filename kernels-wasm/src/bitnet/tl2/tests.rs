@@ -145,3 +145,25 @@ fn f32_outputs_are_identical_across_backends_and_near_f32() {
         assert!(yb.iter().zip(&y).all(|(a, b)| a.to_bits() == b.to_bits()), "{backend:?}");
     }
 }
+
+/// Small enough to run under Miri, which is how `cargo xtask test` checks the AVX-512 kernels on
+/// CPUs without AVX-512 (Miri interprets the intrinsics): every backend against the plain dot
+/// product, with a tail and without.
+#[test]
+fn wide_kernels_match_scalar_small() {
+    let mut rng = Rng::new(36);
+    for (m, k) in [(32, 96), (32, 224)] {
+        let t = rng.ternary(m, k);
+        let q = rng.acts(k);
+        let p = Tl2Matrix::pack(&t).unwrap();
+        let tab = tables(&q, p.geometry.three_k);
+        if option_env!("SUBSTRATES_EXPECT_AVX512").is_some() {
+            assert!(Backend::Avx512.is_available(), "this run was meant to check the AVX-512 kernel");
+        }
+        for backend in Backend::available() {
+            let mut acc = alloc::vec![0; m];
+            p.gemv_acc(&tab, backend, &mut acc).unwrap();
+            assert_eq!(acc, plain_dot(&t, &q), "{backend:?} {m}x{k}");
+        }
+    }
+}
