@@ -24,6 +24,8 @@ enum Command {
     Serve(serve::Args),
     /// Install what is missing and run every test: native, wasm in headless Chromium, end to end.
     Test(test::Args),
+    /// Time the BitNet kernels in headless Chromium (wasm scalar vs simd128) and print a table.
+    WasmBench,
     /// Only install the prerequisites (what serve and test do first).
     Setup {
         /// Also install what the tests need (Chromium, ChromeDriver, the e2e node packages).
@@ -37,6 +39,7 @@ fn main() {
     let result: Result<()> = match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Test(args) => test::run(args),
+        Command::WasmBench => test::wasm_bench(),
         Command::Setup { test } => {
             setup::prerequisites(if test { setup::For::Test } else { setup::For::Serve }).map(drop)
         }

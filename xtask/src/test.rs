@@ -108,6 +108,28 @@ fn avx512() -> Result<()> {
 fn e2e(tools: &setup::Tools) -> Result<()> {
     let native_host = build_native_host()?;
     procs::ensure_free(E2E_BRIDGE_PORT, "another `cargo xtask test` running?")?;
+    let mut web = serve_e2e_page(tools)?;
+    let root = root();
+    let dir = root.join("target/e2e");
+    // The test itself starts, stops and restarts the bridge (reconnection is part of what it checks).
+    let status = Command::new("node")
+        .args(["--test", "--test-concurrency=1"])
+        .current_dir(root.join("web/e2e"))
+        .env("E2E_WEB_URL", format!("http://127.0.0.1:{E2E_WEB_PORT}"))
+        .env("E2E_BRIDGE_PORT", E2E_BRIDGE_PORT.to_string())
+        .env("NATIVE_HOST_BIN", &native_host)
+        .env("E2E_SCREENSHOTS", dir.join("screenshots"))
+        .status()?;
+    web.stop();
+    if !status.success() {
+        bail!("end-to-end tests failed ({status})");
+    }
+    println!("screenshots: {}", dir.join("screenshots").display());
+    Ok(())
+}
+
+/// `trunk serve` of the playground on the e2e port (the same build as Trunk.toml), ready to load.
+fn serve_e2e_page(tools: &setup::Tools) -> Result<Proc> {
     procs::ensure_free(E2E_WEB_PORT, "another `cargo xtask test` running?")?;
     let root = root();
     let dir = root.join("target/e2e");
@@ -130,19 +152,24 @@ fn e2e(tools: &setup::Tools) -> Result<()> {
             .env("PATH", procs::path_with(&tools.trunk)),
     )?;
     procs::wait_http_ok(&mut web, E2E_WEB_PORT, Duration::from_secs(30 * 60))?;
-    // The test itself starts, stops and restarts the bridge (reconnection is part of what it checks).
+    Ok(web)
+}
+
+/// `cargo xtask wasm-bench`: the BitNet tab's in-page benchmark (wasm scalar vs simd128) for every
+/// format on the 125M layout's shapes, in headless Chromium, printed as a table.
+pub fn wasm_bench() -> Result<()> {
+    let tools = setup::prerequisites(For::Test)?;
+    procs::catch_signals();
+    step("serving the playground and timing the kernels in headless Chromium");
+    let mut web = serve_e2e_page(&tools)?;
     let status = Command::new("node")
-        .args(["--test", "--test-concurrency=1"])
-        .current_dir(root.join("web/e2e"))
+        .arg("wasm-bench.mjs")
+        .current_dir(root().join("web/e2e"))
         .env("E2E_WEB_URL", format!("http://127.0.0.1:{E2E_WEB_PORT}"))
-        .env("E2E_BRIDGE_PORT", E2E_BRIDGE_PORT.to_string())
-        .env("NATIVE_HOST_BIN", &native_host)
-        .env("E2E_SCREENSHOTS", dir.join("screenshots"))
-        .status()?;
+        .status();
     web.stop();
-    if !status.success() {
-        bail!("end-to-end tests failed ({status})");
+    if !status?.success() {
+        bail!("the wasm benchmark failed");
     }
-    println!("screenshots: {}", dir.join("screenshots").display());
     Ok(())
 }

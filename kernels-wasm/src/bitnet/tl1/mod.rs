@@ -91,6 +91,19 @@ impl Geometry {
         })
     }
 
+    /// The vector of (t, kb, rb) at step `sb`, row group `g`, pair step `h` (what
+    /// [`Self::vectors`] yields, for kernels that walk the loops themselves).
+    #[inline]
+    pub fn vector_offset(&self, block_offset: usize, sb: usize, g: usize, h: usize) -> usize {
+        block_offset + ((sb * (self.tile.bm / 16) + g) * (self.by() / 4) + h) * 16
+    }
+
+    /// The first pair (high nibbles) of the vectors at (kb, sb, h); the low nibbles hold the next.
+    #[inline]
+    pub fn pair(&self, kb: usize, sb: usize, h: usize) -> usize {
+        kb * self.tile.bk / 2 + sb * self.by() / 2 + 2 * h
+    }
+
     fn all_vectors(&self) -> impl Iterator<Item = Vector> + '_ {
         (0..self.tiles()).flat_map(move |t| {
             (0..self.k_blocks()).flat_map(move |kb| (0..self.row_blocks()).flat_map(move |rb| self.vectors(t, kb, rb)))

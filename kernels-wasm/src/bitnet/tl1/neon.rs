@@ -14,20 +14,26 @@ pub fn tile(m: &Tl1Matrix, tables: &PairTables, t: usize, out: &mut [i32]) {
         let mask = vdupq_n_u8(0x0f);
         for kb in 0..g.k_blocks() {
             for rb in 0..g.row_blocks() {
-                let first = t * g.tile.bm_tile + rb * g.tile.bm;
+                let base = g.block_offset(t, kb, rb);
                 let mut acc = [vdupq_n_s16(0); 8];
-                for v in g.vectors(t, kb, rb) {
-                    let bytes = vld1q_u8(w.add(v.offset));
-                    let (hi_idx, lo_idx) = (vshrq_n_u8::<4>(bytes), vandq_u8(bytes, mask));
-                    let (t0, t1) = (lut.add(v.pair * 32), lut.add(v.pair * 32 + 32));
-                    let look = |table: *const u8, idx| vqtbl1q_u8(vld1q_u8(table), idx);
-                    let (a_hi, a_lo) = (look(t0, hi_idx), look(t0.add(16), hi_idx));
-                    let (b_hi, b_lo) = (look(t1, lo_idx), look(t1.add(16), lo_idx));
-                    let as16 = |x| vreinterpretq_s16_u8(x);
-                    let j = (v.row0 - first) / 8;
-                    acc[j] = vaddq_s16(acc[j], vaddq_s16(as16(vzip1q_u8(a_lo, a_hi)), as16(vzip1q_u8(b_lo, b_hi))));
-                    acc[j + 1] =
-                        vaddq_s16(acc[j + 1], vaddq_s16(as16(vzip2q_u8(a_lo, a_hi)), as16(vzip2q_u8(b_lo, b_hi))));
+                for sb in 0..g.tile.bk / g.by() {
+                    for h in 0..g.by() / 4 {
+                        // The two pairs' tables serve every 16-row group of this step: load them once.
+                        let p = lut.add(g.pair(kb, sb, h) * 32);
+                        let (t0_hi, t0_lo, t1_hi, t1_lo) =
+                            (vld1q_u8(p), vld1q_u8(p.add(16)), vld1q_u8(p.add(32)), vld1q_u8(p.add(48)));
+                        for gi in 0..g.tile.bm / 16 {
+                            let bytes = vld1q_u8(w.add(g.vector_offset(base, sb, gi, h)));
+                            let (hi_idx, lo_idx) = (vshrq_n_u8::<4>(bytes), vandq_u8(bytes, mask));
+                            let (a_hi, a_lo) = (vqtbl1q_u8(t0_hi, hi_idx), vqtbl1q_u8(t0_lo, hi_idx));
+                            let (b_hi, b_lo) = (vqtbl1q_u8(t1_hi, lo_idx), vqtbl1q_u8(t1_lo, lo_idx));
+                            let as16 = |x| vreinterpretq_s16_u8(x);
+                            let rows_0_7 = vaddq_s16(as16(vzip1q_u8(a_lo, a_hi)), as16(vzip1q_u8(b_lo, b_hi)));
+                            let rows_8_15 = vaddq_s16(as16(vzip2q_u8(a_lo, a_hi)), as16(vzip2q_u8(b_lo, b_hi)));
+                            acc[2 * gi] = vaddq_s16(acc[2 * gi], rows_0_7);
+                            acc[2 * gi + 1] = vaddq_s16(acc[2 * gi + 1], rows_8_15);
+                        }
+                    }
                 }
                 let dst = &mut out[rb * g.tile.bm..(rb + 1) * g.tile.bm];
                 for (j, a) in acc.iter().take(g.tile.bm / 8).enumerate() {

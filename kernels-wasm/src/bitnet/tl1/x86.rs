@@ -13,30 +13,33 @@ pub unsafe fn tile_avx2(m: &Tl1Matrix, tables: &PairTables, t: usize, out: &mut 
     let mask = _mm_set1_epi8(0x0f);
     for kb in 0..g.k_blocks() {
         for rb in 0..g.row_blocks() {
-            let first = t * g.tile.bm_tile + rb * g.tile.bm;
+            let base = g.block_offset(t, kb, rb);
             // int16 sums of 8 rows each; bm ≤ 64 rows.
             let mut acc = [_mm_setzero_si128(); 8];
-            for v in g.vectors(t, kb, rb) {
-                let bytes = _mm_loadu_si128(w.add(v.offset).cast());
-                let (hi_idx, lo_idx) = (_mm_and_si128(_mm_srli_epi16(bytes, 4), mask), _mm_and_si128(bytes, mask));
-                let (t0, t1) = (lut.add(v.pair * 32), lut.add(v.pair * 32 + 32));
-                let look = |table: *const u8, idx| _mm_shuffle_epi8(_mm_loadu_si128(table.cast()), idx);
-                // Tables store high bytes first, then low bytes; little-endian int16 = (low, high).
-                let (a_hi, a_lo) = (look(t0, hi_idx), look(t0.add(16), hi_idx));
-                let (b_hi, b_lo) = (look(t1, lo_idx), look(t1.add(16), lo_idx));
-                let rows_0_7 = _mm_add_epi16(_mm_unpacklo_epi8(a_lo, a_hi), _mm_unpacklo_epi8(b_lo, b_hi));
-                let rows_8_15 = _mm_add_epi16(_mm_unpackhi_epi8(a_lo, a_hi), _mm_unpackhi_epi8(b_lo, b_hi));
-                let j = (v.row0 - first) / 8;
-                acc[j] = _mm_add_epi16(acc[j], rows_0_7);
-                acc[j + 1] = _mm_add_epi16(acc[j + 1], rows_8_15);
+            for sb in 0..g.tile.bk / g.by() {
+                for h in 0..g.by() / 4 {
+                    // The two pairs' tables serve every 16-row group of this step: load them once.
+                    let p = lut.add(g.pair(kb, sb, h) * 32);
+                    let load = |i: usize| _mm_loadu_si128(p.add(16 * i).cast());
+                    let (t0_hi, t0_lo, t1_hi, t1_lo) = (load(0), load(1), load(2), load(3));
+                    for gi in 0..g.tile.bm / 16 {
+                        let bytes = _mm_loadu_si128(w.add(g.vector_offset(base, sb, gi, h)).cast());
+                        let (hi_idx, lo_idx) =
+                            (_mm_and_si128(_mm_srli_epi16(bytes, 4), mask), _mm_and_si128(bytes, mask));
+                        // Tables store high bytes first, then low bytes; little-endian int16 = (low, high).
+                        let (a_hi, a_lo) = (_mm_shuffle_epi8(t0_hi, hi_idx), _mm_shuffle_epi8(t0_lo, hi_idx));
+                        let (b_hi, b_lo) = (_mm_shuffle_epi8(t1_hi, lo_idx), _mm_shuffle_epi8(t1_lo, lo_idx));
+                        let rows_0_7 = _mm_add_epi16(_mm_unpacklo_epi8(a_lo, a_hi), _mm_unpacklo_epi8(b_lo, b_hi));
+                        let rows_8_15 = _mm_add_epi16(_mm_unpackhi_epi8(a_lo, a_hi), _mm_unpackhi_epi8(b_lo, b_hi));
+                        acc[2 * gi] = _mm_add_epi16(acc[2 * gi], rows_0_7);
+                        acc[2 * gi + 1] = _mm_add_epi16(acc[2 * gi + 1], rows_8_15);
+                    }
+                }
             }
             let dst = &mut out[rb * g.tile.bm..(rb + 1) * g.tile.bm];
             for (j, a) in acc.iter().take(g.tile.bm / 8).enumerate() {
-                let mut wide = [0i32; 8];
-                _mm256_storeu_si256(wide.as_mut_ptr().cast(), _mm256_cvtepi16_epi32(*a));
-                for (o, x) in dst[j * 8..j * 8 + 8].iter_mut().zip(wide) {
-                    *o += x;
-                }
+                let p = dst.as_mut_ptr().add(8 * j).cast::<__m256i>();
+                _mm256_storeu_si256(p, _mm256_add_epi32(_mm256_loadu_si256(p), _mm256_cvtepi16_epi32(*a)));
             }
         }
     }
