@@ -14,3 +14,4 @@ extern crate alloc;
 
 pub mod bitnet;
 pub mod protocol;
+pub mod qwen3;

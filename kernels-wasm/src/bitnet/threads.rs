@@ -245,6 +245,38 @@ mod tests {
         }
     }
 
+    /// Every BM/BK/bm combination of bitnet.cpp's presets, on a matrix of two row tiles and two K
+    /// blocks (plus a 32-column TL2 tail): every backend equals the plain dot product.
+    #[test]
+    fn every_preset_tile_computes_exactly() {
+        use crate::bitnet::testutil::plain_dot;
+        use crate::bitnet::tiling::{presets, LutFormat};
+        let mut rng = Rng::new(23);
+        for (format, pm, pk, tile) in presets() {
+            let tail = if format == LutFormat::Tl2 { 32 } else { 0 };
+            let (m, k) = (2 * tile.bm_tile, 2 * tile.bk + tail);
+            let t = rng.ternary(m, k);
+            let q: Vec<i8> = rng.acts(k).into_iter().map(|v| v.max(-127)).collect();
+            let expected = plain_dot(&t, &q);
+            let acts = crate::bitnet::quant::QuantActs { q: q.clone(), scale: 1.0 };
+            for backend in Backend::available() {
+                let mut acc = vec![0; m];
+                match format {
+                    LutFormat::Tl1 => {
+                        let p = Tl1Matrix::pack_with(&t, tile).unwrap();
+                        p.gemv_acc(&PairTables::from_quantized(&acts).unwrap(), backend, &mut acc).unwrap();
+                    }
+                    LutFormat::Tl2 => {
+                        let p = Tl2Matrix::pack_with(&t, tile).unwrap();
+                        let tables = Tl2Tables::from_quantized(&acts, p.geometry.three_k).unwrap();
+                        p.gemv_acc(&tables, backend, &mut acc).unwrap();
+                    }
+                }
+                assert_eq!(acc, expected, "{} preset of {pm}x{pk} {tile:?} on {backend:?}", format.name());
+            }
+        }
+    }
+
     #[test]
     fn bad_inputs_are_reported_once() {
         let pool = Pool::new(3).unwrap();

@@ -64,6 +64,11 @@ const PRESETS: &[(LutFormat, usize, usize, usize, usize, usize)] = &[
     (LutFormat::Tl2, 4096, 4096, 128, 96, 32),
 ];
 
+/// Every preset as (format, M, K, tile).
+pub fn presets() -> impl Iterator<Item = (LutFormat, usize, usize, Tile)> {
+    PRESETS.iter().map(|p| (p.0, p.1, p.2, Tile { bm_tile: p.3, bk: p.4, bm: p.5 }))
+}
+
 /// bitnet.cpp's preset for a shape, if it ships one.
 pub fn preset(format: LutFormat, m: usize, k: usize) -> Option<Tile> {
     PRESETS.iter().find(|p| p.0 == format && p.1 == m && p.2 == k).map(|p| Tile { bm_tile: p.3, bk: p.4, bm: p.5 })

@@ -1,0 +1,174 @@
+//! The integer arithmetic of qwen3-ebpf (FACTS §1), the golden model the BPF programs must match
+//! bit for bit. Activations are Q16 in i32, matrix weights Q24, norm scales Q20; every shift is
+//! arithmetic (floor), as C's `>>` on signed values is with clang on BPF and x86.
+//!
+//! Each function is the whole definition of one operator, written once here and, in C, once in
+//! `native-host/bpf/`; tests compare the two and, for accuracy, each against f64.
+
+/// Fractional bits of activations, matrix weights and norm scales.
+pub const Q_ACT: u32 = 16;
+pub const Q_W: u32 = 24;
+pub const Q_NORM: u32 = 20;
+/// `rms_norm_eps` (1e-6) in Q32, added to the mean square before the square root.
+pub const EPS_Q32: u64 = 4295;
+/// 1/√128 in Q16: the attention score scale for head_dim 128.
+pub const INV_SQRT_128_Q16: i64 = 5793;
+
+/// A value that does not fit its fixed-point format.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[error("value {value} at index {index} is not finite or does not fit Q{bits} in 32 bits")]
+pub struct OutOfRange {
+    pub index: usize,
+    pub value: f64,
+    pub bits: u32,
+}
+
+/// `v · 2^bits` rounded half away from zero (in f64, as the seed's `(double)v * 2^n`).
+pub fn to_fixed(v: f64, bits: u32, index: usize) -> Result<i32, OutOfRange> {
+    let scaled = v * (1u64 << bits) as f64;
+    let rounded = if scaled >= 0.0 { (scaled + 0.5).floor() } else { (scaled - 0.5).ceil() };
+    if !rounded.is_finite() || rounded < i32::MIN as f64 || rounded > i32::MAX as f64 {
+        return Err(OutOfRange { index, value: v, bits });
+    }
+    Ok(rounded as i32)
+}
+
+/// Converts a whole tensor, naming the first value that does not fit.
+pub fn tensor_to_fixed(values: &[f32], bits: u32) -> Result<alloc::vec::Vec<i32>, OutOfRange> {
+    values.iter().enumerate().map(|(i, &v)| to_fixed(v as f64, bits, i)).collect()
+}
+
+/// One output of a matrix-vector product: `(Σ x_q16 · w_q24) >> 24` in i64, kept in Q16.
+#[inline]
+pub fn dot_row(x: &[i32], w: &[i32]) -> i32 {
+    let sum: i64 = x.iter().zip(w).map(|(&a, &b)| a as i64 * b as i64).sum();
+    (sum >> Q_W) as i32
+}
+
+/// `y = W·x` for a row-major `rows × x.len()` Q24 matrix, and the index of the largest output
+/// (strict `>`, so ties keep the lowest index).
+pub fn matvec(w: &[i32], x: &[i32], y: &mut [i32]) -> usize {
+    let (mut best, mut best_val) = (0, i32::MIN);
+    for (r, out) in y.iter_mut().enumerate() {
+        *out = dot_row(x, &w[r * x.len()..(r + 1) * x.len()]);
+        if r == 0 || *out > best_val {
+            (best, best_val) = (r, *out);
+        }
+    }
+    best
+}
+
+/// `(a · b) >> 16` in i64: the product of two Q16 values.
+#[inline]
+pub fn mul_q16(a: i32, b: i32) -> i32 {
+    ((a as i64 * b as i64) >> Q_ACT) as i32
+}
+
+/// Integer square root by Newton's method: 24 steps from 2^20, the low bit forced to 1 after each
+/// step (so the root never reaches 0). Exact enough for the Q32 mean squares RMSNorm takes.
+pub fn isqrt(v: u64) -> u64 {
+    let mut root: u64 = 1 << 20;
+    for _ in 0..24 {
+        root = (root + v / root) >> 1;
+        root |= 1;
+    }
+    root
+}
+
+/// RMSNorm of a Q16 vector with Q20 scales: mean square in Q32 (+ eps), its root in Q16, the
+/// inverse `2^32 / root` in Q16, then `(((x · inv) >> 16) · w) >> 20` (Qwen3 scales by `w`).
+pub fn rms_norm(x: &[i32], w_q20: &[i32], y: &mut [i32]) {
+    let sum: u64 = x.iter().map(|&v| (v as i64 * v as i64) as u64).sum();
+    let mean = sum / x.len().max(1) as u64 + EPS_Q32;
+    let inv = (1u64 << 32) / isqrt(mean);
+    for ((out, &v), &w) in y.iter_mut().zip(x).zip(w_q20) {
+        let normed = (v as i64 * inv as i64) >> Q_ACT;
+        *out = ((normed * w as i64) >> Q_NORM) as i32;
+    }
+}
+
+/// `e^(−d)` for a Q16 `d ≥ 0`, in Q32: `(1 − d/1024)^1024` by ten squarings; exactly 2^32 at 0
+/// and 0 from 16.0 on.
+pub fn exp_neg(d: i64) -> u64 {
+    if d <= 0 {
+        return 1 << 32;
+    }
+    if d >= 16 << Q_ACT {
+        return 0;
+    }
+    // d < 2^20, so d << 6 < 2^26 < 2^32, and r < 2^32 keeps r·r below 2^64.
+    let mut r: u64 = (1u64 << 32) - ((d as u64) << 6);
+    for _ in 0..10 {
+        r = (r * r) >> 32;
+    }
+    r
+}
+
+/// SiLU of a Q16 value: `x · sigmoid(x)` with the sigmoid in Q16 from [`exp_neg`].
+pub fn silu(x: i32) -> i32 {
+    if x >= 16 << Q_ACT {
+        return x;
+    }
+    if x <= -(16 << Q_ACT) {
+        return 0;
+    }
+    let e = exp_neg((x as i64).abs());
+    let sigmoid = if x >= 0 { (1u64 << 48) / ((1u64 << 32) + e) } else { (e << 16) / ((1u64 << 32) + e) };
+    ((x as i64 * sigmoid as i64) >> Q_ACT) as i32
+}
+
+/// Rotates the pairs `(i, i + half)` of one head by the host's Q20 cos/sin for its position.
+pub fn rope(head: &mut [i32], cos_q20: &[i32], sin_q20: &[i32]) {
+    let half = head.len() / 2;
+    for i in 0..half {
+        let (a, b) = (head[i] as i64, head[i + half] as i64);
+        let (c, s) = (cos_q20[i] as i64, sin_q20[i] as i64);
+        head[i] = ((a * c - b * s) >> Q_NORM) as i32;
+        head[i + half] = ((b * c + a * s) >> Q_NORM) as i32;
+    }
+}
+
+/// The attention score of a query and a key (Q16): `((Σ q·k) >> 16) · 5793 >> 16`.
+pub fn score(q: &[i32], k: &[i32]) -> i32 {
+    let dot: i64 = q.iter().zip(k).map(|(&a, &b)| a as i64 * b as i64).sum();
+    (((dot >> Q_ACT) * INV_SQRT_128_Q16) >> Q_ACT) as i32
+}
+
+/// Online softmax over positions, as a running weighted mean: `out` is always the softmax-weighted
+/// average of the values seen so far, `mass` their total weight (Q32) relative to the running
+/// maximum `max`. A new value `v` of weight `w` moves `out` by `(v − out) · w / mass` (the weight
+/// fraction in Q24).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OnlineSoftmax {
+    pub max: i32,
+    pub mass: u64,
+    pub out: alloc::vec::Vec<i32>,
+}
+
+impl OnlineSoftmax {
+    pub fn new(dim: usize) -> Self {
+        OnlineSoftmax { max: i32::MIN, mass: 0, out: alloc::vec![0; dim] }
+    }
+
+    pub fn push(&mut self, s: i32, v: &[i32]) {
+        let weight = if self.mass == 0 {
+            self.max = s;
+            1u64 << 32
+        } else if s > self.max {
+            // Everything seen so far shrinks by e^(max − s); the new position has weight 1.
+            self.mass = ((self.mass as u128 * exp_neg(s as i64 - self.max as i64) as u128) >> 32) as u64;
+            self.max = s;
+            1u64 << 32
+        } else {
+            exp_neg(self.max as i64 - s as i64)
+        };
+        self.mass += weight;
+        let alpha = ((weight as u128) << 24) / self.mass as u128; // ≤ 2^24
+        for (o, &x) in self.out.iter_mut().zip(v) {
+            *o += ((x as i64 - *o as i64) * alpha as i64 >> 24) as i32;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

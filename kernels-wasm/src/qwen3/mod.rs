@@ -1,0 +1,4 @@
+//! qwen3-ebpf's model arithmetic, in integers: the golden model that the in-kernel BPF programs
+//! (`native-host/bpf/`) must match bit for bit, and that the browser can run too.
+
+pub mod fixed;
