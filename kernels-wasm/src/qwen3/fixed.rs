@@ -165,7 +165,7 @@ impl OnlineSoftmax {
         self.mass += weight;
         let alpha = ((weight as u128) << 24) / self.mass as u128; // ≤ 2^24
         for (o, &x) in self.out.iter_mut().zip(v) {
-            *o += ((x as i64 - *o as i64) * alpha as i64 >> 24) as i32;
+            *o += (((x as i64 - *o as i64) * alpha as i64) >> 24) as i32;
         }
     }
 }
