@@ -8,6 +8,7 @@
 //! - [`token`]: the session token the page must present.
 
 pub mod bridge;
+pub mod ebpf;
 pub mod files;
 pub mod kernel_bench;
 pub mod probe;

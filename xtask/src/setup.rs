@@ -8,8 +8,9 @@ use std::process::Command;
 use std::time::Instant;
 
 pub const TRUNK_VERSION: &str = "0.21.14";
-/// clang-19 compiles the eBPF programs and CUDA → PTX.
-const SERVE_PACKAGES: &[&str] = &["clang-19"];
+/// clang-19 compiles the eBPF programs (native-host's build.rs) and CUDA → PTX; libbpf-sys builds
+/// its vendored libbpf against libelf and zlib.
+const SERVE_PACKAGES: &[&str] = &["clang-19", "libelf-dev", "zlib1g-dev", "pkg-config"];
 /// Headless browser tests; NEON kernels cross-compiled and run under qemu.
 const TEST_PACKAGES: &[&str] = &["chromium", "chromium-driver", "qemu-user", "gcc-aarch64-linux-gnu"];
 /// The NEON tests' Rust target.
