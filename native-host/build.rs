@@ -15,7 +15,18 @@ fn main() {
         let name = src.file_name().and_then(|n| n.to_str()).unwrap_or_default().trim_end_matches(".bpf.c");
         let obj = Path::new(&out).join(format!("{name}.bpf.o"));
         let result = Command::new(&clang)
-            .args(["-O2", "-g", "-Wall", "-Werror", "-target", "bpf", "-I/usr/include/x86_64-linux-gnu", "-c"])
+            // -mcpu=v4: sign-extending loads and 32-bit jumps (kernel ≥ 6.6; this one is 6.18).
+            .args([
+                "-O2",
+                "-g",
+                "-Wall",
+                "-Werror",
+                "-target",
+                "bpf",
+                "-mcpu=v4",
+                "-I/usr/include/x86_64-linux-gnu",
+                "-c",
+            ])
             .arg(src)
             .arg("-o")
             .arg(&obj)

@@ -24,6 +24,15 @@ enum Command {
     /// BitNet b1.58 kernels.
     #[command(subcommand)]
     Bitnet(BitnetCommand),
+    /// qwen3-ebpf: Qwen3 operators as verified BPF programs in this machine's kernel.
+    #[command(subcommand)]
+    Ebpf(EbpfCommand),
+}
+
+#[derive(Subcommand)]
+enum EbpfCommand {
+    /// Time each in-kernel operator on the Qwen3-0.6B shapes against the golden model.
+    OpBench(native_host::ebpf::op_bench::Args),
 }
 
 #[derive(Subcommand)]
@@ -53,6 +62,7 @@ async fn main() -> Result<()> {
     match Cli::parse().command {
         Command::Serve(args) => serve(args).await,
         Command::Bitnet(BitnetCommand::KernelBench(args)) => native_host::kernel_bench::run(args),
+        Command::Ebpf(EbpfCommand::OpBench(args)) => native_host::ebpf::op_bench::run(args),
         Command::Probe => {
             let caps = probe::capabilities();
             native_host::say!("{}", serde_json::to_string_pretty(&caps)?);

@@ -4,6 +4,7 @@
 //! must equal `kernels_wasm::qwen3::fixed` (the golden model) bit for bit.
 
 pub mod matvec;
+pub mod op_bench;
 mod sys;
 
 /// What went wrong on the way into the kernel, named precisely (never a silent fallback).
