@@ -73,3 +73,93 @@ fn bad_shapes_are_refused_with_their_names() {
     let err = prog.run(&[0; 7], &mut [0; 4], 1).unwrap_err();
     assert!(err.to_string().contains("x: expected 8"), "{err}");
 }
+
+mod vector_ops {
+    use super::*;
+    use fixed::HEAD_DIM;
+    use native_host::ebpf::ops::{KvShape, Ops};
+
+    fn q16s(rng: &mut Rng, n: usize, amp: i64) -> Vec<i32> {
+        (0..n).map(|_| ((rng.next_u64() % (2 * amp as u64 + 1)) as i64 - amp) as i32).collect()
+    }
+
+    fn ops(kv: KvShape) -> Option<Ops> {
+        bpf_available().then(|| Ops::load(kv).unwrap_or_else(|e| panic!("{e}")))
+    }
+
+    const KV: KvShape = KvShape { positions: 9, layers: 2, kv_heads: 2 };
+
+    #[test]
+    fn norms_rope_silu_and_add_equal_the_golden_model() {
+        let Some(mut ops) = ops(KV) else { return };
+        assert!(ops.verifier_stats().iter().all(|(_, n)| n.is_some_and(|n| n > 0)));
+        let mut rng = Rng::new(8);
+        for (n, segs) in [(1024, 1), (3072, 1), (2048, 16), (1024, 8), (6, 3)] {
+            let x = q16s(&mut rng, n, 12 << 16);
+            let w: Vec<i32> = q16s(&mut rng, n / segs, 1 << 20).iter().map(|v| v + (1 << 20)).collect();
+            let (mut golden, mut kernel) = (x.clone(), x.clone());
+            fixed::rms_norm_segments(&mut golden, &w, segs);
+            ops.rms_norm(&mut kernel, &w, segs).unwrap();
+            assert_eq!(kernel, golden, "rms_norm n={n} segments={segs}");
+        }
+        let angles: Vec<f64> = (0..HEAD_DIM / 2).map(|i| 5.0 * (1e6f64).powf(-(2.0 * i as f64) / 128.0)).collect();
+        let cos: Vec<i32> = angles.iter().map(|a| fixed::to_fixed(a.cos(), 20, 0).unwrap()).collect();
+        let sin: Vec<i32> = angles.iter().map(|a| fixed::to_fixed(a.sin(), 20, 0).unwrap()).collect();
+        let x = q16s(&mut rng, 16 * HEAD_DIM, 8 << 16);
+        let (mut golden, mut kernel) = (x.clone(), x);
+        for head in golden.chunks_exact_mut(HEAD_DIM) {
+            fixed::rope(head, &cos, &sin);
+        }
+        ops.rope(&mut kernel, &cos, &sin).unwrap();
+        assert_eq!(kernel, golden, "rope");
+        for n in [1, 3072] {
+            let (a, b) = (q16s(&mut rng, n, 20 << 16), q16s(&mut rng, n, 4 << 16));
+            let (mut golden, mut kernel) = (a.clone(), a.clone());
+            fixed::silu_mul(&mut golden, &b);
+            ops.silu_mul(&mut kernel, &b).unwrap();
+            assert_eq!(kernel, golden, "silu_mul n={n}");
+            let (mut golden, mut kernel) = (a.clone(), a);
+            fixed::add(&mut golden, &b);
+            ops.add(&mut kernel, &b).unwrap();
+            assert_eq!(kernel, golden, "add n={n}");
+        }
+        // Wrapping, as C's s32 addition on two's complement.
+        let mut edge = vec![i32::MAX];
+        ops.add(&mut edge, &[1]).unwrap();
+        assert_eq!(edge, [i32::MIN]);
+    }
+
+    #[test]
+    fn attention_over_the_cache_equals_the_golden_model() {
+        let Some(mut ops) = ops(KV) else { return };
+        let mut rng = Rng::new(9);
+        let heads = 4; // GQA: query heads 0, 1 read KV head 0; 2, 3 read KV head 1
+        let kvn = KV.kv_heads * HEAD_DIM;
+        // The golden model's own cache: [layer][pos] → (k, v).
+        let mut cache: Vec<Vec<(Vec<i32>, Vec<i32>)>> = vec![Vec::new(); KV.layers];
+        for pos in 0..KV.positions {
+            for layer in 0..KV.layers {
+                let q = q16s(&mut rng, heads * HEAD_DIM, 2 << 16);
+                let (k, v) = (q16s(&mut rng, kvn, 2 << 16), q16s(&mut rng, kvn, 6 << 16));
+                cache[layer].push((k.clone(), v.clone()));
+                let mut expected = vec![0; heads * HEAD_DIM];
+                let c = &cache[layer];
+                fixed::attention(
+                    &q,
+                    heads,
+                    KV.kv_heads,
+                    pos + 1,
+                    |p, h| &c[p].0[h * HEAD_DIM..(h + 1) * HEAD_DIM],
+                    |p, h| &c[p].1[h * HEAD_DIM..(h + 1) * HEAD_DIM],
+                    &mut expected,
+                );
+                let mut out = vec![0; heads * HEAD_DIM];
+                ops.attention(layer, pos, heads, &q, &k, &v, &mut out).unwrap();
+                assert_eq!(out, expected, "layer {layer} position {pos}");
+            }
+        }
+        // A position beyond the map's context is refused, naming it.
+        let err = ops.attention(0, KV.positions, heads, &[0; 512], &[0; 256], &[0; 256], &mut [0; 512]).unwrap_err();
+        assert!(err.to_string().contains("context"), "{err}");
+    }
+}

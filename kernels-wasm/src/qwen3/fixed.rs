@@ -135,9 +135,10 @@ pub fn score(q: &[i32], k: &[i32]) -> i32 {
 }
 
 /// Online softmax over positions, as a running weighted mean: `out` is always the softmax-weighted
-/// average of the values seen so far, `mass` their total weight (Q32) relative to the running
-/// maximum `max`. A new value `v` of weight `w` moves `out` by `(v − out) · w / mass` (the weight
-/// fraction in Q24).
+/// average of the values seen so far and `mass` their total weight in Q16, relative to the running
+/// maximum score `max`. A new value `v` of weight `w` moves `out` by `(v − out) · w / mass` (that
+/// fraction in Q24). Everything fits 64 bits — BPF has no wider type: weights ≤ 2^16, mass ≤
+/// positions · 2^16, `mass · weight` < 2^64 for any context below 2^32 positions.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OnlineSoftmax {
     pub max: i32,
@@ -153,20 +154,70 @@ impl OnlineSoftmax {
     pub fn push(&mut self, s: i32, v: &[i32]) {
         let weight = if self.mass == 0 {
             self.max = s;
-            1u64 << 32
+            1u64 << 16
         } else if s > self.max {
             // Everything seen so far shrinks by e^(max − s); the new position has weight 1.
-            self.mass = ((self.mass as u128 * exp_neg(s as i64 - self.max as i64) as u128) >> 32) as u64;
+            self.mass = (self.mass * (exp_neg(s as i64 - self.max as i64) >> 16)) >> 16;
             self.max = s;
-            1u64 << 32
+            1u64 << 16
         } else {
-            exp_neg(self.max as i64 - s as i64)
+            exp_neg(self.max as i64 - s as i64) >> 16
         };
         self.mass += weight;
-        let alpha = ((weight as u128) << 24) / self.mass as u128; // ≤ 2^24
+        let alpha = ((weight << 24) / self.mass) as i64; // ≤ 2^24
         for (o, &x) in self.out.iter_mut().zip(v) {
-            *o += (((x as i64 - *o as i64) * alpha as i64) >> 24) as i32;
+            *o += (((x as i64 - *o as i64) * alpha) >> 24) as i32;
         }
+    }
+}
+
+/// Head dimension of Qwen3 (the kernels' fixed inner size).
+pub const HEAD_DIM: usize = 128;
+
+/// RMSNorm of each of `segments` equal parts of `x` (QK-norm: one per head) with the same
+/// `len`-long Q20 scales; `segments = 1` is the ordinary RMSNorm.
+pub fn rms_norm_segments(x: &mut [i32], w_q20: &[i32], segments: usize) {
+    let len = x.len() / segments.max(1);
+    for seg in x.chunks_exact_mut(len) {
+        let input = seg.to_vec();
+        rms_norm(&input, &w_q20[..len], seg);
+    }
+}
+
+/// Causal attention of one token, as the BPF program computes it: query heads `q`
+/// (`heads × 128`), and for every position `0..=pos` its cached keys and values (`keys(p, kvh)`,
+/// `values(p, kvh)`, 128 each). Query head `h` reads KV head `h / (heads / kv_heads)` (GQA).
+pub fn attention<'a>(
+    q: &[i32],
+    heads: usize,
+    kv_heads: usize,
+    positions: usize,
+    keys: impl Fn(usize, usize) -> &'a [i32],
+    values: impl Fn(usize, usize) -> &'a [i32],
+    out: &mut [i32],
+) {
+    let group = heads / kv_heads.max(1);
+    for h in 0..heads {
+        let qh = &q[h * HEAD_DIM..(h + 1) * HEAD_DIM];
+        let mut sm = OnlineSoftmax::new(HEAD_DIM);
+        for p in 0..positions {
+            sm.push(score(qh, keys(p, h / group)), values(p, h / group));
+        }
+        out[h * HEAD_DIM..(h + 1) * HEAD_DIM].copy_from_slice(&sm.out);
+    }
+}
+
+/// `a = silu(a) · b` (Q16): SwiGLU's gate times up.
+pub fn silu_mul(a: &mut [i32], b: &[i32]) {
+    for (x, &y) in a.iter_mut().zip(b) {
+        *x = mul_q16(silu(*x), y);
+    }
+}
+
+/// `a += b`, wrapping like C's s32 addition on two's-complement machines.
+pub fn add(a: &mut [i32], b: &[i32]) {
+    for (x, &y) in a.iter_mut().zip(b) {
+        *x = x.wrapping_add(y);
     }
 }
 

@@ -5,12 +5,13 @@
 
 pub mod matvec;
 pub mod op_bench;
+pub mod ops;
 mod sys;
 
 /// What went wrong on the way into the kernel, named precisely (never a silent fallback).
 #[derive(Debug, thiserror::Error)]
 pub enum EbpfError {
-    #[error("loading BPF program {program}: {source} (is bpf() allowed here? needs CAP_BPF/CAP_SYS_ADMIN and kernel ≥ 5.17 for bpf_loop)")]
+    #[error("loading BPF program {program}: {source} (EPERM: bpf() is not allowed here, it needs CAP_BPF and CAP_PERFMON or CAP_SYS_ADMIN; EINVAL/EACCES/E2BIG/ENOMEM: the kernel's verifier refused it, its log is printed above; bpf_loop needs kernel ≥ 5.17)")]
     Load { program: &'static str, source: libbpf_rs::Error },
     #[error("BPF program {program} has no map {map:?}")]
     MissingMap { program: &'static str, map: &'static str },

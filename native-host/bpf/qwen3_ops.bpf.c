@@ -1,0 +1,304 @@
+/* qwen3_ops: the vector operators of a Qwen3 layer in qwen3-ebpf's fixed point, each one call:
+ * RMSNorm (whole vector or per head: QK-norm), RoPE, SiLU·up, residual add, and causal attention
+ * over a KV cache that lives in a map (the program writes this token's K and V itself).
+ * Arithmetic is exactly kernels_wasm::qwen3::fixed; `work` is shared with the host by mmap and
+ * its layout is mirrored by native-host/src/ebpf/ops.rs. */
+#include "common.h"
+
+#define MAXV 4096 /* longest vector: max(hidden, intermediate, heads·128) of Qwen3-0.6B is 3072 */
+#define HD 128    /* head_dim */
+#define M (MAXV - 1)
+
+struct work {
+	__u32 n;        /* vector length */
+	__u32 segs;     /* equal segments (heads) for norm / rope */
+	__u32 heads;    /* attention: query heads */
+	__u32 kv_heads; /* attention: KV heads */
+	__u32 pos;      /* attention: this token's position */
+	__u32 slot0;    /* attention: KV slot of (position 0, KV head 0) of this layer */
+	__u32 stride;   /* attention: slots between consecutive positions */
+	__u32 zero;     /* always 0: an initial value the verifier cannot see through (see below) */
+	__s32 a[MAXV];
+	__s32 b[MAXV];
+	__s32 c[MAXV];
+	__s32 d[MAXV];
+	__s32 w[MAXV];
+	__s32 cos[HD / 2];
+	__s32 sin[HD / 2];
+};
+
+struct kv {
+	__s32 k[HD];
+	__s32 v[HD];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct work);
+} work SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1); /* positions · layers · kv_heads, set before load */
+	__type(key, __u32);
+	__type(value, struct kv);
+} kvcache SEC(".maps");
+
+/* bpf_loop's context must live on the stack: callbacks get the work pointer through this. */
+struct wctx {
+	struct work *wk;
+};
+
+static __always_inline struct work *get_work(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&work, &zero);
+}
+
+/* ---- RMSNorm ---------------------------------------------------------------------------- */
+
+static __always_inline __u64 isqrt(__u64 v)
+{
+	__u64 root = 1 << 20;
+	for (int i = 0; i < 24; i++) {
+		root = (root + v / root) >> 1;
+		root |= 1;
+	}
+	return root;
+}
+
+/* Per-element callbacks: a bpf_loop callback is verified once, where an open-coded loop over up
+ * to 4096 elements is walked by the verifier iteration by iteration (the seed's 1M-instruction
+ * wall). */
+struct norm_ctx {
+	struct work *wk;
+	__u32 base;
+	__u64 sum;
+	__u64 inv;
+};
+
+static long sum_squares(__u32 j, struct norm_ctx *nc)
+{
+	__s64 x = nc->wk->a[(nc->base + j) & M];
+	nc->sum += (__u64)(x * x);
+	return 0;
+}
+
+static long scale(__u32 j, struct norm_ctx *nc)
+{
+	struct work *wk = nc->wk;
+	__s64 normed = ((__s64)wk->a[(nc->base + j) & M] * (__s64)nc->inv) >> 16;
+	wk->a[(nc->base + j) & M] = (__s32)((normed * wk->w[j & M]) >> 20);
+	return 0;
+}
+
+static long norm_segment(__u32 s, struct wctx *cx)
+{
+	struct work *wk = cx->wk;
+	__u32 len = wk->n / (wk->segs ? wk->segs : 1);
+	struct norm_ctx nc = { .wk = wk, .base = s * len };
+	if (bpf_loop(len, sum_squares, &nc, 0) != len)
+		return 1;
+	__u64 mean = nc.sum / (len ? len : 1) + 4295;
+	nc.inv = (1ULL << 32) / isqrt(mean);
+	return bpf_loop(len, scale, &nc, 0) == len ? 0 : 1;
+}
+
+SEC("socket")
+int qwen3_rms_norm(struct __sk_buff *skb)
+{
+	struct work *wk = get_work();
+	if (!wk)
+		return 0;
+	__u32 segs = wk->segs ? wk->segs : 1;
+	if (wk->n > MAXV)
+		return 0;
+	struct wctx cx = { .wk = wk };
+	return bpf_loop(segs, norm_segment, &cx, 0) == segs;
+}
+
+/* ---- RoPE --------------------------------------------------------------------------------- */
+
+static long rope_head(__u32 h, struct wctx *cx)
+{
+	struct work *wk = cx->wk;
+	__u32 base = h * HD;
+	for (__u32 i = 0; i < HD / 2; i++) {
+		__s64 x = wk->a[(base + i) & M], y = wk->a[(base + i + HD / 2) & M];
+		__s64 c = wk->cos[i], s = wk->sin[i];
+		wk->a[(base + i) & M] = (__s32)((x * c - y * s) >> 20);
+		wk->a[(base + i + HD / 2) & M] = (__s32)((y * c + x * s) >> 20);
+	}
+	return 0;
+}
+
+SEC("socket")
+int qwen3_rope(struct __sk_buff *skb)
+{
+	struct work *wk = get_work();
+	if (!wk || wk->segs > MAXV / HD)
+		return 0;
+	struct wctx cx = { .wk = wk };
+	return bpf_loop(wk->segs, rope_head, &cx, 0) == wk->segs;
+}
+
+/* ---- SiLU · up, residual add -------------------------------------------------------------- */
+
+static __always_inline __u64 exp_neg(__s64 d)
+{
+	if (d <= 0)
+		return 1ULL << 32;
+	if (d >= (16LL << 16))
+		return 0;
+	__u64 r = (1ULL << 32) - ((__u64)d << 6);
+	for (int i = 0; i < 10; i++)
+		r = (r * r) >> 32;
+	return r;
+}
+
+static __always_inline __s32 silu(__s32 x)
+{
+	if (x >= (16 << 16))
+		return x;
+	if (x <= -(16 << 16))
+		return 0;
+	__u64 e = exp_neg(x < 0 ? -(__s64)x : x);
+	__u64 sig = x >= 0 ? (1ULL << 48) / ((1ULL << 32) + e) : (e << 16) / ((1ULL << 32) + e);
+	return (__s32)(((__s64)x * (__s64)sig) >> 16);
+}
+
+static long silu_mul_one(__u32 i, struct wctx *cx)
+{
+	struct work *wk = cx->wk;
+	__s32 g = silu(wk->a[i & M]);
+	wk->a[i & M] = (__s32)(((__s64)g * wk->b[i & M]) >> 16);
+	return 0;
+}
+
+SEC("socket")
+int qwen3_silu_mul(struct __sk_buff *skb)
+{
+	struct work *wk = get_work();
+	if (!wk || wk->n > MAXV)
+		return 0;
+	struct wctx cx = { .wk = wk };
+	return bpf_loop(wk->n, silu_mul_one, &cx, 0) == wk->n;
+}
+
+static long add_one(__u32 i, struct wctx *cx)
+{
+	struct work *wk = cx->wk;
+	wk->a[i & M] = (__s32)((__u32)wk->a[i & M] + (__u32)wk->b[i & M]);
+	return 0;
+}
+
+SEC("socket")
+int qwen3_add(struct __sk_buff *skb)
+{
+	struct work *wk = get_work();
+	if (!wk || wk->n > MAXV)
+		return 0;
+	struct wctx cx = { .wk = wk };
+	return bpf_loop(wk->n, add_one, &cx, 0) == wk->n;
+}
+
+/* ---- attention ---------------------------------------------------------------------------- */
+
+struct head_ctx {
+	struct work *wk;
+	struct kv *kv;
+	__u32 h;
+	__u32 kvh;
+	__s32 max;
+	__u64 mass;
+	__s64 dot;
+	__s64 alpha;
+};
+
+static long dot_one(__u32 i, struct head_ctx *hc)
+{
+	hc->dot += (__s64)hc->wk->a[(hc->h * HD + i) & M] * hc->kv->k[i & (HD - 1)];
+	return 0;
+}
+
+static long update_one(__u32 i, struct head_ctx *hc)
+{
+	__u32 at = (hc->h * HD + i) & M;
+	__s32 o = hc->wk->d[at];
+	hc->wk->d[at] = o + (__s32)((((__s64)hc->kv->v[i & (HD - 1)] - o) * hc->alpha) >> 24);
+	return 0;
+}
+
+static long attend_position(__u32 p, struct head_ctx *hc)
+{
+	struct work *wk = hc->wk;
+	__u32 slot = wk->slot0 + p * wk->stride + hc->kvh;
+	hc->kv = bpf_map_lookup_elem(&kvcache, &slot);
+	if (!hc->kv)
+		return 1;
+	hc->dot = wk->zero;
+	bpf_loop(HD, dot_one, hc, 0);
+	__s32 s = (__s32)(((hc->dot >> 16) * 5793) >> 16);
+	__u64 weight;
+	if (hc->mass == 0) {
+		hc->max = s;
+		weight = 1 << 16;
+	} else if (s > hc->max) {
+		hc->mass = (hc->mass * (exp_neg((__s64)s - hc->max) >> 16)) >> 16;
+		hc->max = s;
+		weight = 1 << 16;
+	} else {
+		weight = exp_neg((__s64)hc->max - s) >> 16;
+	}
+	hc->mass += weight;
+	hc->alpha = (__s64)((weight << 24) / hc->mass);
+	bpf_loop(HD, update_one, hc, 0);
+	return 0;
+}
+
+static long attend_head(__u32 h, struct wctx *cx)
+{
+	struct work *wk = cx->wk;
+	__u32 group = wk->heads / (wk->kv_heads ? wk->kv_heads : 1);
+	/* Accumulators start from `zero` read from the map rather than the constant 0: with
+	 * constants the verifier follows each bpf_loop iteration's exact values and gives up
+	 * ("sequence of jumps is too complex"); unknown scalars converge at once. */
+	struct head_ctx hc = { .wk = wk, .h = h, .kvh = h / (group ? group : 1) };
+	hc.mass = wk->zero;
+	hc.max = (__s32)wk->zero;
+	for (__u32 i = 0; i < HD; i++)
+		wk->d[(h * HD + i) & M] = 0;
+	__u32 positions = wk->pos + 1;
+	return bpf_loop(positions, attend_position, &hc, 0) == positions ? 0 : 1;
+}
+
+static long store_kv(__u32 kvh, struct wctx *cx)
+{
+	struct work *wk = cx->wk;
+	__u32 slot = wk->slot0 + wk->pos * wk->stride + kvh;
+	struct kv *kv = bpf_map_lookup_elem(&kvcache, &slot);
+	if (!kv)
+		return 1;
+	for (__u32 i = 0; i < HD; i++) {
+		kv->k[i] = wk->b[(kvh * HD + i) & M];
+		kv->v[i] = wk->c[(kvh * HD + i) & M];
+	}
+	return 0;
+}
+
+/* q in a (heads·128), this token's k and v in b and c (kv_heads·128, RoPE already applied to k);
+ * writes them to the cache at `pos`, then each head's softmax-weighted values to d. */
+SEC("socket")
+int qwen3_attention(struct __sk_buff *skb)
+{
+	struct work *wk = get_work();
+	if (!wk || wk->heads > MAXV / HD || wk->kv_heads > MAXV / HD)
+		return 0;
+	struct wctx cx = { .wk = wk };
+	if (bpf_loop(wk->kv_heads, store_kv, &cx, 0) != wk->kv_heads)
+		return 0;
+	return bpf_loop(wk->heads, attend_head, &cx, 0) == wk->heads;
+}

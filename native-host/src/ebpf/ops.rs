@@ -1,0 +1,244 @@
+//! Loads and drives `bpf/qwen3_ops.bpf.c`: RMSNorm (whole or per head), RoPE, SiLU·up, residual
+//! add and causal attention over a KV cache map, each one BPF_PROG_TEST_RUN.
+
+use super::sys::{self, MapMemory};
+use super::EbpfError;
+use kernels_wasm::qwen3::fixed::HEAD_DIM;
+use libbpf_rs::{MapCore, Object, ObjectBuilder};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+
+static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/qwen3_ops.bpf.o"));
+const OBJECT_NAME: &str = "qwen3_ops";
+/// The longest vector the programs take (`MAXV` in the C).
+pub const MAXV: usize = 4096;
+
+/// `struct work` of the C file, field for field.
+#[repr(C)]
+struct Work {
+    n: u32,
+    segs: u32,
+    heads: u32,
+    kv_heads: u32,
+    pos: u32,
+    slot0: u32,
+    stride: u32,
+    zero: u32,
+    a: [i32; MAXV],
+    b: [i32; MAXV],
+    c: [i32; MAXV],
+    d: [i32; MAXV],
+    w: [i32; MAXV],
+    cos: [i32; HEAD_DIM / 2],
+    sin: [i32; HEAD_DIM / 2],
+}
+
+/// The programs of the object, by section name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    RmsNorm,
+    Rope,
+    SiluMul,
+    Add,
+    Attention,
+}
+
+impl Op {
+    pub const ALL: [Op; 5] = [Op::RmsNorm, Op::Rope, Op::SiluMul, Op::Add, Op::Attention];
+
+    pub fn program(self) -> &'static str {
+        match self {
+            Op::RmsNorm => "qwen3_rms_norm",
+            Op::Rope => "qwen3_rope",
+            Op::SiluMul => "qwen3_silu_mul",
+            Op::Add => "qwen3_add",
+            Op::Attention => "qwen3_attention",
+        }
+    }
+}
+
+/// The KV cache's geometry: slot of (position, layer, KV head) = `(pos·layers + layer)·kv_heads
+/// + kv_head`, as the seed lays it out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KvShape {
+    pub positions: usize,
+    pub layers: usize,
+    pub kv_heads: usize,
+}
+
+pub struct Ops {
+    _object: Object,
+    fds: Vec<(Op, RawFd, Option<u32>)>,
+    work: MapMemory,
+    pub kv: KvShape,
+    /// BPF calls made so far.
+    pub calls: u64,
+    /// Kernel-measured nanoseconds of those calls.
+    pub kernel_ns: u64,
+}
+
+impl Ops {
+    pub fn load(kv: KvShape) -> Result<Self, EbpfError> {
+        let load = |source| EbpfError::Load { program: OBJECT_NAME, source };
+        let slots = kv.positions * kv.layers * kv.kv_heads;
+        if slots == 0 || slots > u32::MAX as usize / 2 {
+            return Err(EbpfError::Shape { what: "KV cache slots", expected: 1, got: slots });
+        }
+        let mut open = ObjectBuilder::default().open_memory(OBJECT).map_err(load)?;
+        for mut map in open.maps_mut() {
+            if map.name() == "kvcache" {
+                map.set_max_entries(slots as u32).map_err(load)?;
+            }
+        }
+        let object = open.load().map_err(load)?;
+        let mut fds = Vec::new();
+        for op in Op::ALL {
+            let fd = object
+                .progs()
+                .find(|p| p.name() == op.program())
+                .map(|p| p.as_fd().as_raw_fd())
+                .ok_or(EbpfError::MissingMap { program: OBJECT_NAME, map: op.program() })?;
+            fds.push((op, fd, sys::verified_insns(fd)));
+        }
+        let work_fd = object
+            .maps()
+            .find(|m| m.name() == "work")
+            .map(|m| m.as_fd().as_raw_fd())
+            .ok_or(EbpfError::MissingMap { program: OBJECT_NAME, map: "work" })?;
+        let work = MapMemory::new(work_fd, std::mem::size_of::<Work>(), "work")?;
+        Ok(Ops { _object: object, fds, work, kv, calls: 0, kernel_ns: 0 })
+    }
+
+    /// Verifier statistics: (program, processed instructions).
+    pub fn verifier_stats(&self) -> Vec<(&'static str, Option<u32>)> {
+        self.fds.iter().map(|(op, _, n)| (op.program(), *n)).collect()
+    }
+
+    fn work(&mut self) -> &mut Work {
+        // SAFETY: the mapping is at least size_of::<Work>() bytes, page-aligned, and Work is
+        // plain integers (every bit pattern valid); &mut self makes this the only host reference.
+        unsafe { &mut *self.work.as_i32_mut().as_mut_ptr().cast::<Work>() }
+    }
+
+    fn run(&mut self, op: Op) -> Result<(), EbpfError> {
+        let fd = self.fds.iter().find(|f| f.0 == op).map(|f| f.1).unwrap_or(-1);
+        let (retval, ns) = sys::test_run(fd, 0, op.program())?;
+        self.calls += 1;
+        self.kernel_ns += ns as u64;
+        if retval != 1 {
+            return Err(EbpfError::Incomplete { program: op.program(), retval });
+        }
+        Ok(())
+    }
+
+    fn check(what: &'static str, got: usize, max: usize) -> Result<(), EbpfError> {
+        if got == 0 || got > max {
+            return Err(EbpfError::Shape { what, expected: max, got });
+        }
+        Ok(())
+    }
+
+    /// RMSNorm of each of `segments` equal parts of `x` with the same Q20 scales `w`, in place.
+    pub fn rms_norm(&mut self, x: &mut [i32], w: &[i32], segments: usize) -> Result<(), EbpfError> {
+        Self::check("rms_norm input", x.len(), MAXV)?;
+        if segments == 0 || !x.len().is_multiple_of(segments) || w.len() != x.len() / segments {
+            return Err(EbpfError::Shape {
+                what: "rms_norm scales",
+                expected: x.len() / segments.max(1),
+                got: w.len(),
+            });
+        }
+        let wk = self.work();
+        wk.n = x.len() as u32;
+        wk.segs = segments as u32;
+        wk.a[..x.len()].copy_from_slice(x);
+        wk.w[..w.len()].copy_from_slice(w);
+        self.run(Op::RmsNorm)?;
+        x.copy_from_slice(&self.work().a[..x.len()]);
+        Ok(())
+    }
+
+    /// RoPE of every 128-wide head of `x` with this position's Q20 cos/sin (64 each), in place.
+    pub fn rope(&mut self, x: &mut [i32], cos: &[i32], sin: &[i32]) -> Result<(), EbpfError> {
+        Self::check("rope input", x.len(), MAXV)?;
+        if !x.len().is_multiple_of(HEAD_DIM) || cos.len() != HEAD_DIM / 2 || sin.len() != HEAD_DIM / 2 {
+            return Err(EbpfError::Shape {
+                what: "rope input (heads of 128) or cos/sin (64)",
+                expected: HEAD_DIM,
+                got: x.len(),
+            });
+        }
+        let wk = self.work();
+        wk.segs = (x.len() / HEAD_DIM) as u32;
+        wk.a[..x.len()].copy_from_slice(x);
+        wk.cos.copy_from_slice(cos);
+        wk.sin.copy_from_slice(sin);
+        self.run(Op::Rope)?;
+        x.copy_from_slice(&self.work().a[..x.len()]);
+        Ok(())
+    }
+
+    /// `a = silu(a) · b`, in place.
+    pub fn silu_mul(&mut self, a: &mut [i32], b: &[i32]) -> Result<(), EbpfError> {
+        self.binary(Op::SiluMul, a, b)
+    }
+
+    /// `a += b`, in place.
+    pub fn add(&mut self, a: &mut [i32], b: &[i32]) -> Result<(), EbpfError> {
+        self.binary(Op::Add, a, b)
+    }
+
+    fn binary(&mut self, op: Op, a: &mut [i32], b: &[i32]) -> Result<(), EbpfError> {
+        Self::check("vector", a.len(), MAXV)?;
+        if b.len() != a.len() {
+            return Err(EbpfError::Shape { what: "second vector", expected: a.len(), got: b.len() });
+        }
+        let wk = self.work();
+        wk.n = a.len() as u32;
+        wk.a[..a.len()].copy_from_slice(a);
+        wk.b[..b.len()].copy_from_slice(b);
+        self.run(op)?;
+        a.copy_from_slice(&self.work().a[..a.len()]);
+        Ok(())
+    }
+
+    /// Stores this token's `k`, `v` (kv_heads·128, RoPE applied to k) at (`pos`, `layer`) and
+    /// attends every query head of `q` over positions `0..=pos`; the result goes to `out`.
+    pub fn attention(
+        &mut self,
+        layer: usize,
+        pos: usize,
+        heads: usize,
+        q: &[i32],
+        k: &[i32],
+        v: &[i32],
+        out: &mut [i32],
+    ) -> Result<(), EbpfError> {
+        let kv = self.kv;
+        if pos >= kv.positions {
+            return Err(EbpfError::Shape {
+                what: "position (the KV map's context)",
+                expected: kv.positions,
+                got: pos + 1,
+            });
+        }
+        if layer >= kv.layers || heads == 0 || !heads.is_multiple_of(kv.kv_heads) || heads * HEAD_DIM > MAXV {
+            return Err(EbpfError::Shape { what: "attention layer/heads", expected: kv.layers, got: layer });
+        }
+        let (qn, kvn) = (heads * HEAD_DIM, kv.kv_heads * HEAD_DIM);
+        if q.len() != qn || k.len() != kvn || v.len() != kvn || out.len() != qn {
+            return Err(EbpfError::Shape { what: "attention q/k/v/out", expected: qn, got: q.len() });
+        }
+        let wk = self.work();
+        wk.heads = heads as u32;
+        wk.kv_heads = kv.kv_heads as u32;
+        wk.pos = pos as u32;
+        wk.slot0 = (layer * kv.kv_heads) as u32;
+        wk.stride = (kv.layers * kv.kv_heads) as u32;
+        wk.a[..qn].copy_from_slice(q);
+        wk.b[..kvn].copy_from_slice(k);
+        wk.c[..kvn].copy_from_slice(v);
+        self.run(Op::Attention)?;
+        out.copy_from_slice(&self.work().d[..qn]);
+        Ok(())
+    }
+}
