@@ -77,7 +77,7 @@ fn bad_shapes_are_refused_with_their_names() {
 mod vector_ops {
     use super::*;
     use fixed::HEAD_DIM;
-    use native_host::ebpf::ops::{KvShape, Ops};
+    use native_host::ebpf::ops::{At, KvShape, Ops, Qkv};
 
     fn q16s(rng: &mut Rng, n: usize, amp: i64) -> Vec<i32> {
         (0..n).map(|_| ((rng.next_u64() % (2 * amp as u64 + 1)) as i64 - amp) as i32).collect()
@@ -154,12 +154,13 @@ mod vector_ops {
                     &mut expected,
                 );
                 let mut out = vec![0; heads * HEAD_DIM];
-                ops.attention(layer, pos, heads, &q, &k, &v, &mut out).unwrap();
+                ops.attention(At { layer, pos }, heads, Qkv { q: &q, k: &k, v: &v }, &mut out).unwrap();
                 assert_eq!(out, expected, "layer {layer} position {pos}");
             }
         }
         // A position beyond the map's context is refused, naming it.
-        let err = ops.attention(0, KV.positions, heads, &[0; 512], &[0; 256], &[0; 256], &mut [0; 512]).unwrap_err();
+        let qkv = Qkv { q: &[0; 512], k: &[0; 256], v: &[0; 256] };
+        let err = ops.attention(At { layer: 0, pos: KV.positions }, heads, qkv, &mut [0; 512]).unwrap_err();
         assert!(err.to_string().contains("context"), "{err}");
     }
 }

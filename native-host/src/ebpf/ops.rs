@@ -65,6 +65,21 @@ pub struct KvShape {
     pub kv_heads: usize,
 }
 
+/// Where in the cache: layer and position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct At {
+    pub layer: usize,
+    pub pos: usize,
+}
+
+/// One token's query heads and its keys and values (RoPE already applied to q and k).
+#[derive(Debug, Clone, Copy)]
+pub struct Qkv<'a> {
+    pub q: &'a [i32],
+    pub k: &'a [i32],
+    pub v: &'a [i32],
+}
+
 pub struct Ops {
     _object: Object,
     fds: Vec<(Op, RawFd, Option<u32>)>,
@@ -203,16 +218,8 @@ impl Ops {
 
     /// Stores this token's `k`, `v` (kv_heads·128, RoPE applied to k) at (`pos`, `layer`) and
     /// attends every query head of `q` over positions `0..=pos`; the result goes to `out`.
-    pub fn attention(
-        &mut self,
-        layer: usize,
-        pos: usize,
-        heads: usize,
-        q: &[i32],
-        k: &[i32],
-        v: &[i32],
-        out: &mut [i32],
-    ) -> Result<(), EbpfError> {
+    pub fn attention(&mut self, at: At, heads: usize, qkv: Qkv<'_>, out: &mut [i32]) -> Result<(), EbpfError> {
+        let (At { layer, pos }, Qkv { q, k, v }) = (at, qkv);
         let kv = self.kv;
         if pos >= kv.positions {
             return Err(EbpfError::Shape {
