@@ -138,12 +138,12 @@ mod vector_ops {
         // The golden model's own cache: [layer][pos] → (k, v).
         let mut cache: Vec<Vec<(Vec<i32>, Vec<i32>)>> = vec![Vec::new(); KV.layers];
         for pos in 0..KV.positions {
-            for layer in 0..KV.layers {
+            for (layer, c) in cache.iter_mut().enumerate() {
                 let q = q16s(&mut rng, heads * HEAD_DIM, 2 << 16);
                 let (k, v) = (q16s(&mut rng, kvn, 2 << 16), q16s(&mut rng, kvn, 6 << 16));
-                cache[layer].push((k.clone(), v.clone()));
+                c.push((k.clone(), v.clone()));
                 let mut expected = vec![0; heads * HEAD_DIM];
-                let c = &cache[layer];
+                let c = &*c;
                 fixed::attention(
                     &q,
                     heads,
