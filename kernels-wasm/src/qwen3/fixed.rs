@@ -23,14 +23,18 @@ pub struct OutOfRange {
     pub bits: u32,
 }
 
-/// `v · 2^bits` rounded half away from zero (in f64, as the seed's `(double)v * 2^n`).
+/// `v · 2^bits` rounded half away from zero, as C's `round((double)v * 2^n)` (no `+0.5` trick,
+/// which is wrong just below one half; and no `floor`, which `no_std` lacks).
 pub fn to_fixed(v: f64, bits: u32, index: usize) -> Result<i32, OutOfRange> {
     let scaled = v * (1u64 << bits) as f64;
-    let rounded = if scaled >= 0.0 { (scaled + 0.5).floor() } else { (scaled - 0.5).ceil() };
-    if !rounded.is_finite() || rounded < i32::MIN as f64 || rounded > i32::MAX as f64 {
-        return Err(OutOfRange { index, value: v, bits });
+    let err = OutOfRange { index, value: v, bits };
+    if !scaled.is_finite() || scaled.abs() > 4_294_967_296.0 {
+        return Err(err);
     }
-    Ok(rounded as i32)
+    let whole = scaled as i64; // toward zero; exact here
+    let frac = scaled - whole as f64; // exact for |scaled| < 2^52
+    let rounded = whole + (frac >= 0.5) as i64 - (frac <= -0.5) as i64;
+    i32::try_from(rounded).map_err(|_| err)
 }
 
 /// Converts a whole tensor, naming the first value that does not fit.

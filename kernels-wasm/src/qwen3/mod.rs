@@ -2,3 +2,6 @@
 //! (`native-host/bpf/`) must match bit for bit, and that the browser can run too.
 
 pub mod fixed;
+/// The forward pass needs f64 `powf`/`sin`/`cos` for RoPE's tables: `std` (native and browser).
+#[cfg(feature = "std")]
+pub mod model;

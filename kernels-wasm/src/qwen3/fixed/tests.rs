@@ -21,6 +21,10 @@ fn conversion_rounds_half_away_and_refuses_what_does_not_fit() {
     assert_eq!(to_fixed(0.5 / 65536.0, 16, 0), Ok(1));
     assert_eq!(to_fixed(-0.5 / 65536.0, 16, 0), Ok(-1));
     assert_eq!(to_fixed(1.25 / 65536.0, 16, 0), Ok(1));
+    // Just below a half: C's round() gives 0 (the +0.5-then-floor trick would give 1).
+    assert_eq!(to_fixed(0.49999999999999994, 0, 0), Ok(0));
+    assert_eq!(to_fixed(2.5, 0, 0), Ok(3));
+    assert_eq!(to_fixed(-2.5, 0, 0), Ok(-3));
     assert_eq!(to_fixed(-1.0, 24, 0), Ok(-(1 << 24)));
     assert!(to_fixed(128.0, 24, 3).is_err()); // 2^31 does not fit
     assert_eq!(to_fixed(-128.0, 24, 0), Ok(i32::MIN));

@@ -1,0 +1,294 @@
+//! The Qwen3 forward pass in qwen3-ebpf's integers: one struct per layer, forward top to bottom
+//! as the model defines it (RMSNorm → q/k/v → QK-norm → RoPE → GQA attention → o + residual →
+//! RMSNorm → SwiGLU → down + residual; final norm; tied LM head; argmax). This is the golden
+//! model: the BPF forward pass must produce exactly these logits.
+
+use super::fixed::{self, OutOfRange, HEAD_DIM, Q_ACT, Q_NORM, Q_W};
+use crate::bitnet::random::Rng;
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Config {
+    pub hidden: usize,
+    pub intermediate: usize,
+    pub layers: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub vocab: usize,
+    pub rope_theta: f64,
+}
+
+impl Config {
+    /// For tests: every code path of the real shape, small enough to run in milliseconds.
+    pub const TINY: Config =
+        Config { hidden: 256, intermediate: 512, layers: 2, heads: 4, kv_heads: 2, vocab: 1000, rope_theta: 1e6 };
+    /// Qwen3-0.6B (FACTS §1).
+    pub const QWEN3_0_6B: Config = Config {
+        hidden: 1024,
+        intermediate: 3072,
+        layers: 28,
+        heads: 16,
+        kv_heads: 8,
+        vocab: 151_936,
+        rope_theta: 1e6,
+    };
+
+    pub fn q_rows(&self) -> usize {
+        self.heads * HEAD_DIM
+    }
+
+    pub fn kv_rows(&self) -> usize {
+        self.kv_heads * HEAD_DIM
+    }
+
+    /// Rows of the fused q|k|v matrix.
+    pub fn qkv_rows(&self) -> usize {
+        self.q_rows() + 2 * self.kv_rows()
+    }
+}
+
+/// A weight that does not fit its fixed-point format, named by tensor.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("tensor {tensor}: {source}")]
+pub struct BadTensor {
+    pub tensor: String,
+    pub source: OutOfRange,
+}
+
+/// One decoder layer's weights in fixed point. q|k|v and gate|up are fused row-wise (they read
+/// the same input), so each is one matrix-vector product.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Layer {
+    pub input_norm: Vec<i32>,
+    pub qkv: Vec<i32>,
+    pub q_norm: Vec<i32>,
+    pub k_norm: Vec<i32>,
+    pub o: Vec<i32>,
+    pub post_norm: Vec<i32>,
+    pub gate_up: Vec<i32>,
+    pub down: Vec<i32>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Model {
+    pub config: Config,
+    /// Token embeddings as Q16 activations (vocab × hidden).
+    pub embed: Vec<i32>,
+    /// The same embeddings as Q24 weights: the tied LM head.
+    pub lm_head: Vec<i32>,
+    pub layers: Vec<Layer>,
+    pub final_norm: Vec<i32>,
+}
+
+/// f32 tensors of one layer, as a checkpoint stores them (row-major `out × in`).
+#[derive(Debug, Clone, Default)]
+pub struct FloatLayer {
+    pub input_norm: Vec<f32>,
+    pub q: Vec<f32>,
+    pub k: Vec<f32>,
+    pub v: Vec<f32>,
+    pub q_norm: Vec<f32>,
+    pub k_norm: Vec<f32>,
+    pub o: Vec<f32>,
+    pub post_norm: Vec<f32>,
+    pub gate: Vec<f32>,
+    pub up: Vec<f32>,
+    pub down: Vec<f32>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct FloatModel {
+    pub embed: Vec<f32>,
+    pub layers: Vec<FloatLayer>,
+    pub final_norm: Vec<f32>,
+}
+
+fn fixed_tensor(name: impl Fn() -> String, v: &[f32], bits: u32) -> Result<Vec<i32>, BadTensor> {
+    fixed::tensor_to_fixed(v, bits).map_err(|source| BadTensor { tensor: name(), source })
+}
+
+impl Model {
+    /// Converts f32 weights: matrices to Q24, norm scales to Q20, embeddings to Q16 and Q24.
+    pub fn from_float(config: Config, f: &FloatModel) -> Result<Model, BadTensor> {
+        let layers = f
+            .layers
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                let t = |name: &str, v: &[f32], bits| fixed_tensor(|| alloc::format!("layers.{i}.{name}"), v, bits);
+                let mut qkv = t("self_attn.q_proj", &l.q, Q_W)?;
+                qkv.extend(t("self_attn.k_proj", &l.k, Q_W)?);
+                qkv.extend(t("self_attn.v_proj", &l.v, Q_W)?);
+                let mut gate_up = t("mlp.gate_proj", &l.gate, Q_W)?;
+                gate_up.extend(t("mlp.up_proj", &l.up, Q_W)?);
+                Ok(Layer {
+                    input_norm: t("input_layernorm", &l.input_norm, Q_NORM)?,
+                    qkv,
+                    q_norm: t("self_attn.q_norm", &l.q_norm, Q_NORM)?,
+                    k_norm: t("self_attn.k_norm", &l.k_norm, Q_NORM)?,
+                    o: t("self_attn.o_proj", &l.o, Q_W)?,
+                    post_norm: t("post_attention_layernorm", &l.post_norm, Q_NORM)?,
+                    gate_up,
+                    down: t("mlp.down_proj", &l.down, Q_W)?,
+                })
+            })
+            .collect::<Result<Vec<_>, BadTensor>>()?;
+        Ok(Model {
+            config,
+            embed: fixed_tensor(|| "embed_tokens".into(), &f.embed, Q_ACT)?,
+            lm_head: fixed_tensor(|| "embed_tokens (as lm_head)".into(), &f.embed, Q_W)?,
+            layers,
+            final_norm: fixed_tensor(|| "norm".into(), &f.final_norm, Q_NORM)?,
+        })
+    }
+
+    /// Deterministic random f32 weights of `config`'s shape, scaled like a trained checkpoint
+    /// (matrices ±√(3/fan_in), norm scales around 1, embeddings ±1), then converted.
+    pub fn random_float(config: Config, seed: u64) -> FloatModel {
+        let mut rng = Rng::new(seed);
+        let c = config;
+        let mut matrix = |rows: usize, cols: usize| rng.f32s(rows * cols, (3.0 / cols as f32).sqrt());
+        let layers: Vec<FloatLayer> = (0..c.layers)
+            .map(|_| FloatLayer {
+                q: matrix(c.q_rows(), c.hidden),
+                k: matrix(c.kv_rows(), c.hidden),
+                v: matrix(c.kv_rows(), c.hidden),
+                o: matrix(c.hidden, c.q_rows()),
+                gate: matrix(c.intermediate, c.hidden),
+                up: matrix(c.intermediate, c.hidden),
+                down: matrix(c.hidden, c.intermediate),
+                ..FloatLayer::default()
+            })
+            .collect();
+        let mut rng = Rng::new(seed ^ 0x5eed);
+        let mut norm = |n: usize| rng.f32s(n, 0.2).into_iter().map(|v| v + 1.0).collect::<Vec<_>>();
+        let layers = layers
+            .into_iter()
+            .map(|l| FloatLayer {
+                input_norm: norm(c.hidden),
+                q_norm: norm(HEAD_DIM),
+                k_norm: norm(HEAD_DIM),
+                post_norm: norm(c.hidden),
+                ..l
+            })
+            .collect();
+        let final_norm = norm(c.hidden);
+        FloatModel { embed: Rng::new(seed ^ 0xe3b).f32s(c.vocab * c.hidden, 1.0), layers, final_norm }
+    }
+}
+
+/// RoPE's cos and sin for one position, Q20, one per rotated pair: angle `pos · θ^(−2i/128)`.
+pub fn rope_tables(theta: f64, pos: usize) -> (Vec<i32>, Vec<i32>) {
+    (0..HEAD_DIM / 2)
+        .map(|i| {
+            let angle = pos as f64 * theta.powf(-(2.0 * i as f64) / HEAD_DIM as f64);
+            let q = |v: f64| fixed::to_fixed(v, Q_NORM, i).unwrap_or(0); // |cos|, |sin| ≤ 1 always fit
+            (q(angle.cos()), q(angle.sin()))
+        })
+        .unzip()
+}
+
+/// The KV cache of the golden model: per layer, per position, this token's keys and values.
+#[derive(Debug, Clone, Default)]
+pub struct Cache {
+    pub layers: Vec<Vec<(Vec<i32>, Vec<i32>)>>,
+}
+
+/// The outputs of one step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub logits: Vec<i32>,
+    pub argmax: usize,
+}
+
+impl Layer {
+    /// One layer for the token at `pos`; `x` is the residual stream (Q16), updated in place.
+    pub fn forward(&self, c: &Config, x: &mut [i32], pos: usize, cache: &mut Vec<(Vec<i32>, Vec<i32>)>) {
+        let mut h = vec![0; c.hidden];
+        fixed::rms_norm(x, &self.input_norm, &mut h);
+        let mut qkv = vec![0; c.qkv_rows()];
+        fixed::matvec(&self.qkv, &h, &mut qkv);
+        let (q, kv) = qkv.split_at_mut(c.q_rows());
+        let (k, v) = kv.split_at_mut(c.kv_rows());
+        fixed::rms_norm_segments(q, &self.q_norm, c.heads);
+        fixed::rms_norm_segments(k, &self.k_norm, c.kv_heads);
+        let (cos, sin) = rope_tables(c.rope_theta, pos);
+        for head in q.chunks_exact_mut(HEAD_DIM).chain(k.chunks_exact_mut(HEAD_DIM)) {
+            fixed::rope(head, &cos, &sin);
+        }
+        cache.push((k.to_vec(), v.to_vec()));
+        let mut attn = vec![0; c.q_rows()];
+        let at = |p: usize, h: usize, which: usize| {
+            let (k, v) = &cache[p];
+            &[k, v][which][h * HEAD_DIM..(h + 1) * HEAD_DIM]
+        };
+        fixed::attention(q, c.heads, c.kv_heads, pos + 1, |p, h| at(p, h, 0), |p, h| at(p, h, 1), &mut attn);
+        let mut o = vec![0; c.hidden];
+        fixed::matvec(&self.o, &attn, &mut o);
+        fixed::add(x, &o);
+
+        fixed::rms_norm(x, &self.post_norm, &mut h);
+        let mut gate_up = vec![0; 2 * c.intermediate];
+        fixed::matvec(&self.gate_up, &h, &mut gate_up);
+        let (gate, up) = gate_up.split_at_mut(c.intermediate);
+        fixed::silu_mul(gate, up);
+        let mut down = vec![0; c.hidden];
+        fixed::matvec(&self.down, gate, &mut down);
+        fixed::add(x, &down);
+    }
+}
+
+impl Model {
+    /// The next-token logits (Q16) after `token` at `pos` (positions 0..pos are in `cache`).
+    pub fn forward(&self, token: usize, pos: usize, cache: &mut Cache) -> Step {
+        let c = &self.config;
+        if cache.layers.len() != c.layers {
+            cache.layers = vec![Vec::new(); c.layers];
+        }
+        let mut x = self.embed[token * c.hidden..(token + 1) * c.hidden].to_vec();
+        for (layer, kv) in self.layers.iter().zip(&mut cache.layers) {
+            layer.forward(c, &mut x, pos, kv);
+        }
+        let mut h = vec![0; c.hidden];
+        fixed::rms_norm(&x, &self.final_norm, &mut h);
+        let mut logits = vec![0; c.vocab];
+        let argmax = fixed::matvec(&self.lm_head, &h, &mut logits);
+        Step { logits, argmax }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    #[test]
+    fn the_tiny_model_runs_deterministically_and_uses_its_cache() {
+        let m = Model::from_float(Config::TINY, &Model::random_float(Config::TINY, 1)).unwrap();
+        let run = |tokens: &[usize]| {
+            let mut cache = Cache::default();
+            tokens.iter().enumerate().map(|(p, &t)| m.forward(t, p, &mut cache)).collect::<Vec<_>>()
+        };
+        let a = run(&[1, 2, 3]);
+        assert_eq!(a, run(&[1, 2, 3]));
+        // The same last token after a different history gives different logits: attention reads
+        // the cache.
+        assert_ne!(a[2].logits, run(&[4, 2, 3])[2].logits);
+        assert!(a.iter().all(|s| s.logits[s.argmax] == *s.logits.iter().max().unwrap()));
+    }
+
+    #[test]
+    fn out_of_range_weights_name_their_tensor() {
+        let mut f = Model::random_float(Config::TINY, 2);
+        f.layers[1].down[7] = f32::INFINITY;
+        let err = Model::from_float(Config::TINY, &f).unwrap_err();
+        assert_eq!(err.tensor, "layers.1.mlp.down_proj");
+        assert_eq!(err.source.index, 7);
+        f.layers[1].down[7] = 0.0;
+        f.layers[0].q_norm[3] = 5000.0; // 5000 · 2^20 does not fit 32 bits
+        assert_eq!(Model::from_float(Config::TINY, &f).unwrap_err().tensor, "layers.0.self_attn.q_norm");
+    }
+}
