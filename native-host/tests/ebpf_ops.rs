@@ -164,3 +164,27 @@ mod vector_ops {
         assert!(err.to_string().contains("context"), "{err}");
     }
 }
+
+#[test]
+fn the_tiny_model_in_the_kernel_equals_the_golden_model_token_by_token() {
+    use kernels_wasm::qwen3::model::{Cache, Config, Model};
+    use native_host::ebpf::forward::BpfModel;
+    if !bpf_available() {
+        return;
+    }
+    let c = Config::TINY;
+    let model = Model::from_float(c, &Model::random_float(c, 11)).unwrap();
+    let tokens = [5usize, 999, 0, 42, 7, 7];
+    for threads in [1, 2] {
+        let mut bpf = BpfModel::load(&model, tokens.len(), threads).unwrap();
+        let mut cache = Cache::default();
+        for (pos, &t) in tokens.iter().enumerate() {
+            let golden = model.forward(t, pos, &mut cache);
+            let kernel = bpf.forward(t, pos).unwrap();
+            assert_eq!(kernel.logits, golden.logits, "position {pos}, {threads} threads");
+            assert_eq!(kernel.argmax, golden.argmax);
+        }
+        assert!(bpf.forward(c.vocab, 0).is_err());
+        assert!(bpf.forward(1, tokens.len()).unwrap_err().to_string().contains("context"));
+    }
+}

@@ -103,19 +103,43 @@ impl Matvec {
         Ok(())
     }
 
+    /// Writes rows `first..` of the stacked matrices (`w.len()` a whole number of rows).
+    pub fn set_rows(&mut self, first: usize, w: &[i32]) -> Result<(), EbpfError> {
+        let rows = w.len() / self.cols;
+        if rows * self.cols != w.len() || first + rows > self.rows {
+            return Err(EbpfError::Shape {
+                what: "weight rows",
+                expected: self.rows - first.min(self.rows),
+                got: rows,
+            });
+        }
+        self.weights.as_i32_mut()[first * self.cols..][..w.len()].copy_from_slice(w);
+        Ok(())
+    }
+
     /// `y = W·x` on `threads` (1..=SLOTS) threads, each one BPF call over its share of rows.
     pub fn run(&mut self, x: &[i32], y: &mut [i32], threads: usize) -> Result<RunStats, EbpfError> {
-        if x.len() != self.cols {
-            return Err(EbpfError::Shape { what: "x", expected: self.cols, got: x.len() });
-        }
         if y.len() != self.rows {
             return Err(EbpfError::Shape { what: "y", expected: self.rows, got: y.len() });
         }
+        self.run_rows(x, 0, y, threads)
+    }
+
+    /// Rows `first..first + y.len()` of `W·x` (one matrix of several stacked in the map); the
+    /// argmax is a row index within that range.
+    pub fn run_rows(&mut self, x: &[i32], first: usize, y: &mut [i32], threads: usize) -> Result<RunStats, EbpfError> {
+        if x.len() != self.cols {
+            return Err(EbpfError::Shape { what: "x", expected: self.cols, got: x.len() });
+        }
+        let count = y.len();
+        if count == 0 || first + count > self.rows {
+            return Err(EbpfError::Shape { what: "row range end", expected: self.rows, got: first + count });
+        }
         self.x.as_i32_mut()[..x.len()].copy_from_slice(x);
-        let threads = threads.clamp(1, SLOTS).min(self.rows);
-        let per = self.rows.div_ceil(threads);
+        let threads = threads.clamp(1, SLOTS).min(count);
+        let per = count.div_ceil(threads);
         let shares: Vec<(u32, u32)> =
-            (0..threads).map(|t| ((t * per) as u32, (per.min(self.rows - (t * per).min(self.rows))) as u32)).collect();
+            (0..threads).map(|t| ((first + t * per) as u32, per.min(count - (t * per).min(count)) as u32)).collect();
         {
             let args = self.args.as_u32_mut();
             for (slot, &(first, count)) in shares.iter().enumerate() {
@@ -151,8 +175,8 @@ impl Matvec {
                 best = Some((value, row));
             }
         }
-        stats.argmax = best.map(|b| b.1).unwrap_or(0);
-        for (r, v) in y.iter_mut().zip(self.out.as_i32().chunks_exact(2)) {
+        stats.argmax = best.map(|b| b.1 - first).unwrap_or(0);
+        for (r, v) in y.iter_mut().zip(self.out.as_i32()[2 * first..].chunks_exact(2)) {
             *r = v[0];
         }
         Ok(stats)

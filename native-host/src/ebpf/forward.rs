@@ -1,0 +1,119 @@
+//! The Qwen3 forward pass with every multiply in the kernel: the golden model's steps
+//! (`kernels_wasm::qwen3::model`) each as a BPF call. The matrices of all layers sharing an input
+//! width are stacked in one matvec program's map (q|k|v, gate|up and the LM head by hidden; o by
+//! heads·128; down by intermediate), so nothing is copied per token; the host only moves vectors
+//! between calls and computes RoPE's cos/sin.
+
+use super::matvec::{Matvec, SLOTS};
+use super::ops::{At, KvShape, Ops, Qkv};
+use super::EbpfError;
+use kernels_wasm::qwen3::model::{rope_tables, Config, Model, Step};
+
+pub struct BpfModel {
+    pub config: Config,
+    embed: Vec<i32>,
+    norms: Vec<[Vec<i32>; 4]>,
+    final_norm: Vec<i32>,
+    by_hidden: Matvec,
+    by_heads: Matvec,
+    by_inter: Matvec,
+    pub ops: Ops,
+    /// BPF calls made by the matvec programs.
+    pub matvec_calls: u64,
+    pub threads: usize,
+}
+
+impl BpfModel {
+    /// Loads every program and copies the weights into the kernel's maps; `positions` sizes the
+    /// KV cache.
+    pub fn load(m: &Model, positions: usize, threads: usize) -> Result<Self, EbpfError> {
+        let c = m.config;
+        let per_layer = c.qkv_rows() + 2 * c.intermediate;
+        let mut by_hidden = Matvec::load(c.layers * per_layer + c.vocab, c.hidden)?;
+        let mut by_heads = Matvec::load(c.layers * c.hidden, c.q_rows())?;
+        let mut by_inter = Matvec::load(c.layers * c.hidden, c.intermediate)?;
+        for (i, l) in m.layers.iter().enumerate() {
+            by_hidden.set_rows(i * per_layer, &l.qkv)?;
+            by_hidden.set_rows(i * per_layer + c.qkv_rows(), &l.gate_up)?;
+            by_heads.set_rows(i * c.hidden, &l.o)?;
+            by_inter.set_rows(i * c.hidden, &l.down)?;
+        }
+        by_hidden.set_rows(c.layers * per_layer, &m.lm_head)?;
+        let ops = Ops::load(KvShape { positions, layers: c.layers, kv_heads: c.kv_heads })?;
+        Ok(BpfModel {
+            config: c,
+            embed: m.embed.clone(),
+            norms: m
+                .layers
+                .iter()
+                .map(|l| [l.input_norm.clone(), l.q_norm.clone(), l.k_norm.clone(), l.post_norm.clone()])
+                .collect(),
+            final_norm: m.final_norm.clone(),
+            by_hidden,
+            by_heads,
+            by_inter,
+            ops,
+            matvec_calls: 0,
+            threads: threads.clamp(1, SLOTS),
+        })
+    }
+
+    fn matvec(&mut self, which: u8, x: &[i32], first: usize, y: &mut [i32]) -> Result<usize, EbpfError> {
+        let mv = match which {
+            0 => &mut self.by_hidden,
+            1 => &mut self.by_heads,
+            _ => &mut self.by_inter,
+        };
+        let stats = mv.run_rows(x, first, y, self.threads)?;
+        self.matvec_calls += stats.calls as u64;
+        Ok(stats.argmax)
+    }
+
+    /// BPF calls so far, all programs.
+    pub fn calls(&self) -> u64 {
+        self.matvec_calls + self.ops.calls
+    }
+
+    /// The next-token logits after `token` at `pos`, every operator in the kernel.
+    pub fn forward(&mut self, token: usize, pos: usize) -> Result<Step, EbpfError> {
+        let c = self.config;
+        if token >= c.vocab {
+            return Err(EbpfError::Shape { what: "token id (vocabulary size)", expected: c.vocab, got: token });
+        }
+        let per_layer = c.qkv_rows() + 2 * c.intermediate;
+        let mut x = self.embed[token * c.hidden..(token + 1) * c.hidden].to_vec();
+        let (cos, sin) = rope_tables(c.rope_theta, pos);
+        let mut qkv = vec![0; c.qkv_rows()];
+        let mut attn = vec![0; c.q_rows()];
+        let mut o = vec![0; c.hidden];
+        let mut gate_up = vec![0; 2 * c.intermediate];
+        for layer in 0..c.layers {
+            let [input_norm, q_norm, k_norm, post_norm] = self.norms[layer].clone();
+            let mut h = x.clone();
+            self.ops.rms_norm(&mut h, &input_norm, 1)?;
+            self.matvec(0, &h, layer * per_layer, &mut qkv)?;
+            let (q, kv) = qkv.split_at_mut(c.q_rows());
+            let (k, v) = kv.split_at_mut(c.kv_rows());
+            self.ops.rms_norm(q, &q_norm, c.heads)?;
+            self.ops.rms_norm(k, &k_norm, c.kv_heads)?;
+            self.ops.rope(q, &cos, &sin)?;
+            self.ops.rope(k, &cos, &sin)?;
+            self.ops.attention(At { layer, pos }, c.heads, Qkv { q, k, v }, &mut attn)?;
+            self.matvec(1, &attn, layer * c.hidden, &mut o)?;
+            self.ops.add(&mut x, &o)?;
+
+            let mut h = x.clone();
+            self.ops.rms_norm(&mut h, &post_norm, 1)?;
+            self.matvec(0, &h, layer * per_layer + c.qkv_rows(), &mut gate_up)?;
+            let (gate, up) = gate_up.split_at_mut(c.intermediate);
+            self.ops.silu_mul(gate, up)?;
+            self.matvec(2, gate, layer * c.hidden, &mut o)?;
+            self.ops.add(&mut x, &o)?;
+        }
+        let final_norm = self.final_norm.clone();
+        self.ops.rms_norm(&mut x, &final_norm, 1)?;
+        let mut logits = vec![0; c.vocab];
+        let argmax = self.matvec(0, &x, c.layers * per_layer, &mut logits)?;
+        Ok(Step { logits, argmax })
+    }
+}
