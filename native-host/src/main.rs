@@ -33,6 +33,9 @@ enum Command {
 enum EbpfCommand {
     /// Time each in-kernel operator on the Qwen3-0.6B shapes against the golden model.
     OpBench(native_host::ebpf::op_bench::Args),
+    /// Greedy decoding of a generated model with every operator in the kernel, against the
+    /// golden model: s/token, bpf calls/token, identical logits checked at every step.
+    Bench(native_host::ebpf::op_bench::ModelArgs),
 }
 
 #[derive(Subcommand)]
@@ -63,6 +66,7 @@ async fn main() -> Result<()> {
         Command::Serve(args) => serve(args).await,
         Command::Bitnet(BitnetCommand::KernelBench(args)) => native_host::kernel_bench::run(args),
         Command::Ebpf(EbpfCommand::OpBench(args)) => native_host::ebpf::op_bench::run(args),
+        Command::Ebpf(EbpfCommand::Bench(args)) => native_host::ebpf::op_bench::run_model(args),
         Command::Probe => {
             let caps = probe::capabilities();
             native_host::say!("{}", serde_json::to_string_pretty(&caps)?);

@@ -90,3 +90,76 @@ pub fn run(args: Args) -> Result<()> {
     }
     Ok(())
 }
+
+#[derive(clap::Args)]
+pub struct ModelArgs {
+    /// Model shape with deterministic random weights: qwen3-0.6b or tiny.
+    #[arg(long, default_value = "qwen3-0.6b")]
+    shape: String,
+    /// Tokens to generate (greedy, each fed back).
+    #[arg(short = 'n', default_value_t = 8)]
+    tokens: usize,
+    /// Threads sharing each matrix (parallel BPF calls on disjoint rows).
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+}
+
+/// `native-host ebpf bench`: a generated model of the requested shape, greedy decoding with every
+/// operator in the kernel, against the golden model in userspace on the same tokens.
+pub fn run_model(args: ModelArgs) -> Result<()> {
+    use super::forward::BpfModel;
+    use kernels_wasm::qwen3::model::{Cache, Config, Model};
+    let config = match args.shape.as_str() {
+        "qwen3-0.6b" => Config::QWEN3_0_6B,
+        "tiny" => Config::TINY,
+        other => bail!("--shape {other:?}: give qwen3-0.6b or tiny"),
+    };
+    let probe = crate::probe::ebpf();
+    if !probe.available {
+        bail!("this host cannot load BPF programs ({}); nothing to measure", probe.detail);
+    }
+    let n = args.tokens.clamp(1, 4096);
+    let t = Instant::now();
+    eprintln!("generating {} random weights ({:?})…", args.shape, config);
+    let model = Model::from_float(config, &Model::random_float(config, 1))?;
+    eprintln!("  {:.1} s; loading programs and copying weights into BPF maps…", t.elapsed().as_secs_f64());
+    let t = Instant::now();
+    let mut bpf = BpfModel::load(&model, n, args.threads)?;
+    eprintln!("  {:.1} s", t.elapsed().as_secs_f64());
+    for (program, insns) in bpf.ops.verifier_stats() {
+        println!("verifier: {program:<18} {} instructions", insns.map(|n| n.to_string()).unwrap_or_else(|| "?".into()));
+    }
+    let (mut token, mut cache) = (1usize, Cache::default());
+    let (mut kernel_time, mut golden_time) = (Duration::ZERO, Duration::ZERO);
+    println!("{:>4} {:>7} {:>10} {:>12} {:>10}", "pos", "token", "s/token", "golden s", "bpf calls");
+    for pos in 0..n {
+        let calls = bpf.calls();
+        let t = Instant::now();
+        let step = bpf.forward(token, pos)?;
+        let kt = t.elapsed();
+        let t = Instant::now();
+        let golden = model.forward(token, pos, &mut cache);
+        let gt = t.elapsed();
+        if golden.logits != step.logits {
+            bail!("position {pos}: the kernel's logits differ from the golden model's");
+        }
+        println!(
+            "{pos:>4} {:>7} {:>10.3} {:>12.3} {:>10}",
+            step.argmax,
+            kt.as_secs_f64(),
+            gt.as_secs_f64(),
+            bpf.calls() - calls
+        );
+        kernel_time += kt;
+        golden_time += gt;
+        token = step.argmax;
+    }
+    println!(
+        "mean: {:.3} s/token in the kernel ({} threads), {:.3} s/token golden model in userspace (1 thread), {} bpf calls/token; logits identical at every step",
+        kernel_time.as_secs_f64() / n as f64,
+        bpf.threads,
+        golden_time.as_secs_f64() / n as f64,
+        bpf.calls() / n as u64
+    );
+    Ok(())
+}
