@@ -4,10 +4,12 @@
  * Arithmetic is exactly kernels_wasm::qwen3::fixed; `work` is shared with the host by mmap and
  * its layout is mirrored by native-host/src/ebpf/ops.rs. */
 #include "common.h"
+#include "fixed.h"
 
 #define MAXV 4096 /* longest vector: max(hidden, intermediate, heads·128) of Qwen3-0.6B is 3072 */
 #define HD 128    /* head_dim */
 #define M (MAXV - 1)
+#define PREP 1
 
 struct work {
 	__u32 n;        /* vector length */
@@ -18,6 +20,8 @@ struct work {
 	__u32 slot0;    /* attention: KV slot of (position 0, KV head 0) of this layer */
 	__u32 stride;   /* attention: slots between consecutive positions */
 	__u32 zero;     /* always 0: an initial value the verifier cannot see through (see below) */
+	__u32 flags;    /* attention: PREP = QK-norm (w[0..128] for q, w[128..256] for k) and RoPE first */
+	__u32 pad[7];
 	__s32 a[MAXV];
 	__s32 b[MAXV];
 	__s32 c[MAXV];
@@ -60,51 +64,49 @@ static __always_inline struct work *get_work(void)
 
 /* ---- RMSNorm ---------------------------------------------------------------------------- */
 
-static __always_inline __u64 isqrt(__u64 v)
-{
-	__u64 root = 1 << 20;
-	for (int i = 0; i < 24; i++) {
-		root = (root + v / root) >> 1;
-		root |= 1;
-	}
-	return root;
-}
-
 /* Per-element callbacks: a bpf_loop callback is verified once, where an open-coded loop over up
  * to 4096 elements is walked by the verifier iteration by iteration (the seed's 1M-instruction
  * wall). */
 struct norm_ctx {
-	struct work *wk;
-	__u32 base;
+	__s32 *vec;   /* wk->a or wk->b */
+	__s32 *w;     /* wk->w */
+	__u32 base;   /* first element of the segment */
+	__u32 wbase;  /* first scale */
 	__u64 sum;
 	__u64 inv;
 };
 
 static long sum_squares(__u32 j, struct norm_ctx *nc)
 {
-	__s64 x = nc->wk->a[(nc->base + j) & M];
+	__s64 x = nc->vec[(nc->base + j) & M];
 	nc->sum += (__u64)(x * x);
 	return 0;
 }
 
 static long scale(__u32 j, struct norm_ctx *nc)
 {
-	struct work *wk = nc->wk;
-	__s64 normed = ((__s64)wk->a[(nc->base + j) & M] * (__s64)nc->inv) >> 16;
-	wk->a[(nc->base + j) & M] = (__s32)((normed * wk->w[j & M]) >> 20);
+	__u32 at = (nc->base + j) & M;
+	nc->vec[at] = norm_one(nc->vec[at], nc->inv, nc->w[(nc->wbase + j) & M]);
 	return 0;
+}
+
+/* RMSNorm of vec[base .. base + len) with scales w[wbase ..]. */
+static __always_inline long norm_range(__s32 *vec, __s32 *w, __u32 base, __u32 len, __u32 wbase, __u64 zero)
+{
+	struct norm_ctx nc = { .vec = vec, .w = w, .base = base, .wbase = wbase };
+	nc.sum = zero;
+	if (len > MAXV || bpf_loop(len, sum_squares, &nc, 0) != len)
+		return 1;
+	__u64 mean = nc.sum / (len ? len : 1) + EPS_Q32;
+	nc.inv = (1ULL << 32) / isqrt(mean);
+	return bpf_loop(len, scale, &nc, 0) == len ? 0 : 1;
 }
 
 static long norm_segment(__u32 s, struct wctx *cx)
 {
 	struct work *wk = cx->wk;
 	__u32 len = wk->n / (wk->segs ? wk->segs : 1);
-	struct norm_ctx nc = { .wk = wk, .base = s * len };
-	if (bpf_loop(len, sum_squares, &nc, 0) != len)
-		return 1;
-	__u64 mean = nc.sum / (len ? len : 1) + 4295;
-	nc.inv = (1ULL << 32) / isqrt(mean);
-	return bpf_loop(len, scale, &nc, 0) == len ? 0 : 1;
+	return norm_range(wk->a, wk->w, s * len, len, 0, wk->zero);
 }
 
 SEC("socket")
@@ -122,15 +124,21 @@ int qwen3_rms_norm(struct __sk_buff *skb)
 
 /* ---- RoPE --------------------------------------------------------------------------------- */
 
-static long rope_head(__u32 h, struct wctx *cx)
+struct rope_ctx {
+	struct work *wk;
+	__s32 *vec;
+};
+
+static long rope_head(__u32 h, struct rope_ctx *rc)
 {
-	struct work *wk = cx->wk;
+	struct work *wk = rc->wk;
+	__s32 *vec = rc->vec;
 	__u32 base = h * HD;
 	for (__u32 i = 0; i < HD / 2; i++) {
-		__s64 x = wk->a[(base + i) & M], y = wk->a[(base + i + HD / 2) & M];
+		__s64 x = vec[(base + i) & M], y = vec[(base + i + HD / 2) & M];
 		__s64 c = wk->cos[i], s = wk->sin[i];
-		wk->a[(base + i) & M] = (__s32)((x * c - y * s) >> 20);
-		wk->a[(base + i + HD / 2) & M] = (__s32)((y * c + x * s) >> 20);
+		vec[(base + i) & M] = (__s32)((x * c - y * s) >> 20);
+		vec[(base + i + HD / 2) & M] = (__s32)((y * c + x * s) >> 20);
 	}
 	return 0;
 }
@@ -141,34 +149,11 @@ int qwen3_rope(struct __sk_buff *skb)
 	struct work *wk = get_work();
 	if (!wk || wk->segs > MAXV / HD)
 		return 0;
-	struct wctx cx = { .wk = wk };
-	return bpf_loop(wk->segs, rope_head, &cx, 0) == wk->segs;
+	struct rope_ctx rc = { .wk = wk, .vec = wk->a };
+	return bpf_loop(wk->segs, rope_head, &rc, 0) == wk->segs;
 }
 
 /* ---- SiLU · up, residual add -------------------------------------------------------------- */
-
-static __always_inline __u64 exp_neg(__s64 d)
-{
-	if (d <= 0)
-		return 1ULL << 32;
-	if (d >= (16LL << 16))
-		return 0;
-	__u64 r = (1ULL << 32) - ((__u64)d << 6);
-	for (int i = 0; i < 10; i++)
-		r = (r * r) >> 32;
-	return r;
-}
-
-static __always_inline __s32 silu(__s32 x)
-{
-	if (x >= (16 << 16))
-		return x;
-	if (x <= -(16 << 16))
-		return 0;
-	__u64 e = exp_neg(x < 0 ? -(__s64)x : x);
-	__u64 sig = x >= 0 ? (1ULL << 48) / ((1ULL << 32) + e) : (e << 16) / ((1ULL << 32) + e);
-	return (__s32)(((__s64)x * (__s64)sig) >> 16);
-}
 
 static long silu_mul_one(__u32 i, struct wctx *cx)
 {
@@ -289,6 +274,16 @@ static long store_kv(__u32 kvh, struct wctx *cx)
 	return 0;
 }
 
+static long qnorm_head(__u32 h, struct wctx *cx)
+{
+	return norm_range(cx->wk->a, cx->wk->w, h * HD, HD, 0, cx->wk->zero);
+}
+
+static long knorm_head(__u32 h, struct wctx *cx)
+{
+	return norm_range(cx->wk->b, cx->wk->w, h * HD, HD, HD, cx->wk->zero);
+}
+
 /* q in a (heads·128), this token's k and v in b and c (kv_heads·128, RoPE already applied to k);
  * writes them to the cache at `pos`, then each head's softmax-weighted values to d. */
 SEC("socket")
@@ -298,6 +293,16 @@ int qwen3_attention(struct __sk_buff *skb)
 	if (!wk || wk->heads > MAXV / HD || wk->kv_heads > MAXV / HD)
 		return 0;
 	struct wctx cx = { .wk = wk };
+	if (wk->flags & PREP) {
+		/* QK-norm per head (q scales at w[0..128], k scales at w[128..256]), then RoPE. */
+		if (bpf_loop(wk->heads, qnorm_head, &cx, 0) != wk->heads ||
+		    bpf_loop(wk->kv_heads, knorm_head, &cx, 0) != wk->kv_heads)
+			return 0;
+		struct rope_ctx rq = { .wk = wk, .vec = wk->a }, rk = { .wk = wk, .vec = wk->b };
+		if (bpf_loop(wk->heads, rope_head, &rq, 0) != wk->heads ||
+		    bpf_loop(wk->kv_heads, rope_head, &rk, 0) != wk->kv_heads)
+			return 0;
+	}
 	if (bpf_loop(wk->kv_heads, store_kv, &cx, 0) != wk->kv_heads)
 		return 0;
 	return bpf_loop(wk->heads, attend_head, &cx, 0) == wk->heads;

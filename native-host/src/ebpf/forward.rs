@@ -5,7 +5,7 @@
 //! between calls and computes RoPE's cos/sin.
 
 use super::matvec::{Matvec, SLOTS};
-use super::ops::{At, KvShape, Ops, Qkv};
+use super::ops::{At, KvShape, Ops, Prep, Qkv};
 use super::EbpfError;
 use kernels_wasm::qwen3::model::{rope_tables, Config, Model, Step};
 
@@ -94,11 +94,9 @@ impl BpfModel {
             self.matvec(0, &h, layer * per_layer, &mut qkv)?;
             let (q, kv) = qkv.split_at_mut(c.q_rows());
             let (k, v) = kv.split_at_mut(c.kv_rows());
-            self.ops.rms_norm(q, &q_norm, c.heads)?;
-            self.ops.rms_norm(k, &k_norm, c.kv_heads)?;
-            self.ops.rope(q, &cos, &sin)?;
-            self.ops.rope(k, &cos, &sin)?;
-            self.ops.attention(At { layer, pos }, c.heads, Qkv { q, k, v }, &mut attn)?;
+            // QK-norm, RoPE, caching this token's K/V and attending: one call.
+            let prep = Prep { q_norm: &q_norm, k_norm: &k_norm, cos: &cos, sin: &sin };
+            self.ops.attention_with(At { layer, pos }, c.heads, Qkv { q, k, v }, Some(prep), &mut attn)?;
             self.matvec(1, &attn, layer * c.hidden, &mut o)?;
             self.ops.add(&mut x, &o)?;
 

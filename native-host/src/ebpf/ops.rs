@@ -23,6 +23,8 @@ struct Work {
     slot0: u32,
     stride: u32,
     zero: u32,
+    flags: u32,
+    pad: [u32; 7],
     a: [i32; MAXV],
     b: [i32; MAXV],
     c: [i32; MAXV],
@@ -72,7 +74,20 @@ pub struct At {
     pub pos: usize,
 }
 
-/// One token's query heads and its keys and values (RoPE already applied to q and k).
+/// QK-norm scales and this position's RoPE tables, for attention to apply itself first.
+#[derive(Debug, Clone, Copy)]
+pub struct Prep<'a> {
+    pub q_norm: &'a [i32],
+    pub k_norm: &'a [i32],
+    pub cos: &'a [i32],
+    pub sin: &'a [i32],
+}
+
+/// `flags` bit of the attention program: QK-norm and RoPE before attending.
+const PREP: u32 = 1;
+
+/// One token's query heads and its keys and values (RoPE already applied to q and k, unless
+/// [`Prep`] is given).
 #[derive(Debug, Clone, Copy)]
 pub struct Qkv<'a> {
     pub q: &'a [i32],
@@ -219,6 +234,18 @@ impl Ops {
     /// Stores this token's `k`, `v` (kv_heads·128, RoPE applied to k) at (`pos`, `layer`) and
     /// attends every query head of `q` over positions `0..=pos`; the result goes to `out`.
     pub fn attention(&mut self, at: At, heads: usize, qkv: Qkv<'_>, out: &mut [i32]) -> Result<(), EbpfError> {
+        self.attention_with(at, heads, qkv, None, out)
+    }
+
+    /// [`Self::attention`], with QK-norm and RoPE applied in the same call when `prep` is given.
+    pub fn attention_with(
+        &mut self,
+        at: At,
+        heads: usize,
+        qkv: Qkv<'_>,
+        prep: Option<Prep<'_>>,
+        out: &mut [i32],
+    ) -> Result<(), EbpfError> {
         let (At { layer, pos }, Qkv { q, k, v }) = (at, qkv);
         let kv = self.kv;
         if pos >= kv.positions {
@@ -244,6 +271,22 @@ impl Ops {
         wk.a[..qn].copy_from_slice(q);
         wk.b[..kvn].copy_from_slice(k);
         wk.c[..kvn].copy_from_slice(v);
+        wk.flags = 0;
+        if let Some(p) = prep {
+            let half = HEAD_DIM / 2;
+            if p.q_norm.len() != HEAD_DIM || p.k_norm.len() != HEAD_DIM || p.cos.len() != half || p.sin.len() != half {
+                return Err(EbpfError::Shape {
+                    what: "QK-norm scales (128) / RoPE tables (64)",
+                    expected: HEAD_DIM,
+                    got: p.q_norm.len(),
+                });
+            }
+            wk.flags = PREP;
+            wk.w[..HEAD_DIM].copy_from_slice(p.q_norm);
+            wk.w[HEAD_DIM..2 * HEAD_DIM].copy_from_slice(p.k_norm);
+            wk.cos.copy_from_slice(p.cos);
+            wk.sin.copy_from_slice(p.sin);
+        }
         self.run(Op::Attention)?;
         out.copy_from_slice(&self.work().d[..qn]);
         Ok(())
