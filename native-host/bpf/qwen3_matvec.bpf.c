@@ -7,14 +7,23 @@
  * Each caller thread uses its own `args` slot, named by the first 4 bytes of the test packet
  * after the 14-byte Ethernet header, so two threads can run disjoint rows at once. */
 #include "common.h"
+#include "fixed.h"
+
+/* args.flags: what the call fuses around the product. */
+#define PRENORM 1  /* x := RMSNorm(x) with `nw` first (each thread into its own x slot) */
+#define RESIDUAL 2 /* y := res + W·x (wrapping s32): the residual add of o and down */
+#define GLU 4      /* rows come in (gate, up) pairs: y[pair] := silu(gate) · up, at base + pair */
 
 const volatile __u32 COLS = 1;
 
 struct args {
-	__u32 first;
+	__u32 first;    /* this thread's rows */
 	__u32 count;
-	__s32 best;
+	__s32 best;     /* out: the largest output of those rows and its row */
 	__u32 best_row;
+	__u32 flags;
+	__u32 base;     /* GLU: the first row of the matrix (outputs go to base + pair) */
+	__u32 pad[2];
 };
 
 struct {
@@ -25,13 +34,32 @@ struct {
 	__uint(value_size, 4); /* COLS * 4, set before load */
 } weights SEC(".maps");
 
+/* Entry 0: the input, written by the host; entries 1 + slot: that thread's normalised copy. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 3);
+	__uint(key_size, 4);
+	__uint(value_size, 4); /* COLS * 4 */
+} x SEC(".maps");
+
+/* PRENORM's Q20 scales. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__uint(max_entries, 1);
 	__uint(key_size, 4);
 	__uint(value_size, 4); /* COLS * 4 */
-} x SEC(".maps");
+} nw SEC(".maps");
+
+/* RESIDUAL's addend per row. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1); /* rows, set before load */
+	__type(key, __u32);
+	__type(value, __s32);
+} res SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -54,15 +82,61 @@ struct loop_ctx {
 	__s32 best;
 	__u32 best_row;
 	__u32 have;
+	__u32 xkey;
+	__u32 flags;
+	__u32 base;
+	__s32 gate;
 };
+
+struct norm_ctx {
+	__s32 *in;
+	__s32 *out;
+	__s32 *w;
+	__u64 sum;
+	__u64 inv;
+};
+
+static long sum_squares(__u32 j, struct norm_ctx *nc)
+{
+	if (j >= COLS)
+		return 1;
+	__s64 v = nc->in[j];
+	nc->sum += (__u64)(v * v);
+	return 0;
+}
+
+static long scale(__u32 j, struct norm_ctx *nc)
+{
+	if (j >= COLS)
+		return 1;
+	nc->out[j] = norm_one(nc->in[j], nc->inv, nc->w[j]);
+	return 0;
+}
+
+/* x[1 + slot] := RMSNorm(x[0]) with nw; the same arithmetic as qwen3_rms_norm. */
+static __always_inline int prenorm(__u32 slot, __u64 zero)
+{
+	__u32 k0 = 0, k1 = 1 + slot;
+	struct norm_ctx nc = {};
+	nc.in = bpf_map_lookup_elem(&x, &k0);
+	nc.out = bpf_map_lookup_elem(&x, &k1);
+	nc.w = bpf_map_lookup_elem(&nw, &k0);
+	if (!nc.in || !nc.out || !nc.w)
+		return 0;
+	__u32 n = COLS;
+	nc.sum = zero;
+	if (bpf_loop(n, sum_squares, &nc, 0) != n)
+		return 0;
+	nc.inv = (1ULL << 32) / isqrt(nc.sum / n + EPS_Q32);
+	return bpf_loop(n, scale, &nc, 0) == n;
+}
 
 static long row(__u32 i, struct loop_ctx *ctx)
 {
-	__u32 r = ctx->first + i, zero = 0;
+	__u32 r = ctx->first + i;
 	__s32 *w = bpf_map_lookup_elem(&weights, &r);
-	__s32 *v = bpf_map_lookup_elem(&x, &zero);
-	__s32 *y = bpf_map_lookup_elem(&out, &r);
-	if (!w || !v || !y)
+	__s32 *v = bpf_map_lookup_elem(&x, &ctx->xkey);
+	if (!w || !v)
 		return 1;
 	/* Read COLS once: a volatile read per column would be a load per column. The verifier
 	 * still knows its exact value (the read-only map is frozen at load). */
@@ -72,6 +146,28 @@ static long row(__u32 i, struct loop_ctx *ctx)
 	for (__u32 c = 0; c < n; c++)
 		sum += (__s64)v[c] * w[c];
 	__s32 value = (__s32)(sum >> 24);
+	if (ctx->flags & RESIDUAL) {
+		__s32 *add = bpf_map_lookup_elem(&res, &r);
+		if (!add)
+			return 1;
+		value = (__s32)((__u32)*add + (__u32)value);
+	}
+	if (ctx->flags & GLU) {
+		/* Even rows are gates, odd rows their ups: emit silu(gate)·up for the pair. */
+		if (((r - ctx->base) & 1) == 0) {
+			ctx->gate = value;
+			return 0;
+		}
+		__u32 at = ctx->base + ((r - ctx->base) >> 1);
+		__s32 *y = bpf_map_lookup_elem(&out, &at);
+		if (!y)
+			return 1;
+		*y = (__s32)(((__s64)silu(ctx->gate) * value) >> 16);
+		return 0;
+	}
+	__s32 *y = bpf_map_lookup_elem(&out, &r);
+	if (!y)
+		return 1;
 	*y = value;
 	if (!ctx->have || value > ctx->best) {
 		ctx->best = value;
@@ -90,7 +186,12 @@ int qwen3_matvec(struct __sk_buff *skb)
 	struct args *a = bpf_map_lookup_elem(&args, &slot);
 	if (!a)
 		return 0;
-	struct loop_ctx ctx = { .first = a->first };
+	struct loop_ctx ctx = { .first = a->first, .flags = a->flags, .base = a->base };
+	if (a->flags & PRENORM) {
+		if (slot > 1 || !prenorm(slot, a->pad[0]))
+			return 0;
+		ctx.xkey = 1 + slot;
+	}
 	long done = bpf_loop(a->count, row, &ctx, 0);
 	a->best = ctx.best;
 	a->best_row = ctx.best_row;

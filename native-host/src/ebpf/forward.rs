@@ -3,8 +3,12 @@
 //! width are stacked in one matvec program's map (q|k|v, gate|up and the LM head by hidden; o by
 //! heads·128; down by intermediate), so nothing is copied per token; the host only moves vectors
 //! between calls and computes RoPE's cos/sin.
+//!
+//! Calls are fused so a layer takes 9 (2 threads): q|k|v with the input RMSNorm; attention with
+//! QK-norm, RoPE and the cache write; o with the residual add; gate|up (rows interleaved in pairs)
+//! with the post-attention RMSNorm and SiLU·up; down with the residual add.
 
-use super::matvec::{Matvec, SLOTS};
+use super::matvec::{Fuse, Matvec, SLOTS};
 use super::ops::{At, KvShape, Ops, Prep, Qkv};
 use super::EbpfError;
 use kernels_wasm::qwen3::model::{rope_tables, Config, Model, Step};
@@ -34,7 +38,11 @@ impl BpfModel {
         let mut by_inter = Matvec::load(c.layers * c.hidden, c.intermediate)?;
         for (i, l) in m.layers.iter().enumerate() {
             by_hidden.set_rows(i * per_layer, &l.qkv)?;
-            by_hidden.set_rows(i * per_layer + c.qkv_rows(), &l.gate_up)?;
+            // gate|up interleaved (gate i, up i, …) so a GLU call's pairs are adjacent rows.
+            let (gate, up) = l.gate_up.split_at(c.intermediate * c.hidden);
+            let pairs: Vec<i32> =
+                gate.chunks_exact(c.hidden).zip(up.chunks_exact(c.hidden)).flat_map(|(g, u)| [g, u].concat()).collect();
+            by_hidden.set_rows(i * per_layer + c.qkv_rows(), &pairs)?;
             by_heads.set_rows(i * c.hidden, &l.o)?;
             by_inter.set_rows(i * c.hidden, &l.down)?;
         }
@@ -58,13 +66,20 @@ impl BpfModel {
         })
     }
 
-    fn matvec(&mut self, which: u8, x: &[i32], first: usize, y: &mut [i32]) -> Result<usize, EbpfError> {
+    fn matvec(
+        &mut self,
+        which: u8,
+        x: &[i32],
+        first: usize,
+        y: &mut [i32],
+        fuse: Fuse<'_>,
+    ) -> Result<usize, EbpfError> {
         let mv = match which {
             0 => &mut self.by_hidden,
             1 => &mut self.by_heads,
             _ => &mut self.by_inter,
         };
-        let stats = mv.run_rows(x, first, y, self.threads)?;
+        let stats = mv.run_fused(x, first, y, self.threads, fuse)?;
         self.matvec_calls += stats.calls as u64;
         Ok(stats.argmax)
     }
@@ -86,32 +101,28 @@ impl BpfModel {
         let mut qkv = vec![0; c.qkv_rows()];
         let mut attn = vec![0; c.q_rows()];
         let mut o = vec![0; c.hidden];
-        let mut gate_up = vec![0; 2 * c.intermediate];
+        let mut act = vec![0; c.intermediate];
         for layer in 0..c.layers {
             let [input_norm, q_norm, k_norm, post_norm] = self.norms[layer].clone();
-            let mut h = x.clone();
-            self.ops.rms_norm(&mut h, &input_norm, 1)?;
-            self.matvec(0, &h, layer * per_layer, &mut qkv)?;
+            let fuse = Fuse { prenorm: Some(&input_norm), ..Fuse::default() };
+            self.matvec(0, &x, layer * per_layer, &mut qkv, fuse)?;
             let (q, kv) = qkv.split_at_mut(c.q_rows());
             let (k, v) = kv.split_at_mut(c.kv_rows());
             // QK-norm, RoPE, caching this token's K/V and attending: one call.
             let prep = Prep { q_norm: &q_norm, k_norm: &k_norm, cos: &cos, sin: &sin };
             self.ops.attention_with(At { layer, pos }, c.heads, Qkv { q, k, v }, Some(prep), &mut attn)?;
-            self.matvec(1, &attn, layer * c.hidden, &mut o)?;
-            self.ops.add(&mut x, &o)?;
+            self.matvec(1, &attn, layer * c.hidden, &mut o, Fuse { residual: Some(&x), ..Fuse::default() })?;
+            std::mem::swap(&mut x, &mut o);
 
-            let mut h = x.clone();
-            self.ops.rms_norm(&mut h, &post_norm, 1)?;
-            self.matvec(0, &h, layer * per_layer + c.qkv_rows(), &mut gate_up)?;
-            let (gate, up) = gate_up.split_at_mut(c.intermediate);
-            self.ops.silu_mul(gate, up)?;
-            self.matvec(2, gate, layer * c.hidden, &mut o)?;
-            self.ops.add(&mut x, &o)?;
+            let fuse = Fuse { prenorm: Some(&post_norm), glu: true, ..Fuse::default() };
+            self.matvec(0, &x, layer * per_layer + c.qkv_rows(), &mut act, fuse)?;
+            self.matvec(2, &act, layer * c.hidden, &mut o, Fuse { residual: Some(&x), ..Fuse::default() })?;
+            std::mem::swap(&mut x, &mut o);
         }
-        let final_norm = self.final_norm.clone();
-        self.ops.rms_norm(&mut x, &final_norm, 1)?;
         let mut logits = vec![0; c.vocab];
-        let argmax = self.matvec(0, &x, c.layers * per_layer, &mut logits)?;
+        let final_norm = self.final_norm.clone();
+        let fuse = Fuse { prenorm: Some(&final_norm), ..Fuse::default() };
+        let argmax = self.matvec(0, &x, c.layers * per_layer, &mut logits, fuse)?;
         Ok(Step { logits, argmax })
     }
 }

@@ -12,6 +12,23 @@ static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/qwen3_matvec.bp
 /// Parallel callers (the `args` map has this many slots).
 pub const SLOTS: usize = 2;
 
+/// u32s per `struct args` slot (32 bytes).
+const ARGS: usize = 8;
+const PRENORM: u32 = 1;
+const RESIDUAL: u32 = 2;
+const GLU: u32 = 4;
+
+/// What a call fuses around the product (see the C file's flags).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Fuse<'a> {
+    /// RMSNorm `x` with these Q20 scales first (`cols` of them).
+    pub prenorm: Option<&'a [i32]>,
+    /// Add this to the outputs (one per row of the range): a residual connection.
+    pub residual: Option<&'a [i32]>,
+    /// The rows are (gate, up) pairs; the outputs are `silu(gate) · up`, one per pair.
+    pub glu: bool,
+}
+
 /// One loaded matvec program for a fixed `rows × cols` shape.
 pub struct Matvec {
     // Keeps the program and maps alive; the mappings below point into its maps.
@@ -21,6 +38,8 @@ pub struct Matvec {
     pub cols: usize,
     weights: MapMemory,
     x: MapMemory,
+    nw: MapMemory,
+    res: MapMemory,
     out: MapMemory,
     args: MapMemory,
     /// Instructions the verifier processed to accept the program.
@@ -50,8 +69,8 @@ impl Matvec {
             let name = map.name().to_string_lossy().into_owned();
             let sized = match name.as_str() {
                 "weights" => map.set_value_size((cols * 4) as u32).and(map.set_max_entries(rows as u32)),
-                "x" => map.set_value_size((cols * 4) as u32),
-                "out" => map.set_max_entries(rows as u32),
+                "x" | "nw" => map.set_value_size((cols * 4) as u32),
+                "out" | "res" => map.set_max_entries(rows as u32),
                 n if n.ends_with(".rodata") => {
                     // `const volatile __u32 COLS` is the only read-only variable.
                     if let Some(data) = map.initial_value_mut() {
@@ -77,10 +96,12 @@ impl Matvec {
                 .ok_or(EbpfError::MissingMap { program: PROGRAM, map: name })
         };
         let weights = MapMemory::new(map_fd("weights")?, rows * cols * 4, "weights")?;
-        let x = MapMemory::new(map_fd("x")?, cols * 4, "x")?;
+        let x = MapMemory::new(map_fd("x")?, 3 * cols * 4, "x")?;
+        let nw = MapMemory::new(map_fd("nw")?, cols * 4, "nw")?;
+        let res = MapMemory::new(map_fd("res")?, rows * 8, "res")?;
         // Array maps space entries round_up(value_size, 8) apart: each s32 output takes 8 bytes.
         let out = MapMemory::new(map_fd("out")?, rows * 8, "out")?;
-        let args = MapMemory::new(map_fd("args")?, SLOTS * 16, "args")?;
+        let args = MapMemory::new(map_fd("args")?, SLOTS * ARGS * 4, "args")?;
         Ok(Matvec {
             verified_insns: sys::verified_insns(prog_fd),
             _object: object,
@@ -89,6 +110,8 @@ impl Matvec {
             cols,
             weights,
             x,
+            nw,
+            res,
             out,
             args,
         })
@@ -128,23 +151,62 @@ impl Matvec {
     /// Rows `first..first + y.len()` of `W·x` (one matrix of several stacked in the map); the
     /// argmax is a row index within that range.
     pub fn run_rows(&mut self, x: &[i32], first: usize, y: &mut [i32], threads: usize) -> Result<RunStats, EbpfError> {
+        self.run_fused(x, first, y, threads, Fuse::default())
+    }
+
+    /// [`Self::run_rows`] with what [`Fuse`] asks for done in the same call. With `glu` the range
+    /// is `2·y.len()` rows of (gate, up) pairs.
+    pub fn run_fused(
+        &mut self,
+        x: &[i32],
+        first: usize,
+        y: &mut [i32],
+        threads: usize,
+        fuse: Fuse<'_>,
+    ) -> Result<RunStats, EbpfError> {
         if x.len() != self.cols {
             return Err(EbpfError::Shape { what: "x", expected: self.cols, got: x.len() });
         }
-        let count = y.len();
+        let count = if fuse.glu { 2 * y.len() } else { y.len() };
         if count == 0 || first + count > self.rows {
             return Err(EbpfError::Shape { what: "row range end", expected: self.rows, got: first + count });
         }
+        let mut flags = 0;
+        if let Some(w) = fuse.prenorm {
+            if w.len() != self.cols {
+                return Err(EbpfError::Shape { what: "prenorm scales", expected: self.cols, got: w.len() });
+            }
+            self.nw.as_i32_mut()[..w.len()].copy_from_slice(w);
+            flags |= PRENORM;
+        }
+        if let Some(r) = fuse.residual {
+            if r.len() != count || fuse.glu {
+                return Err(EbpfError::Shape {
+                    what: "residual (one per row, not with GLU)",
+                    expected: count,
+                    got: r.len(),
+                });
+            }
+            // Array maps space s32 entries 8 bytes apart.
+            for (slot, &v) in self.res.as_i32_mut()[2 * first..].chunks_exact_mut(2).zip(r) {
+                slot[0] = v;
+            }
+            flags |= RESIDUAL;
+        }
+        if fuse.glu {
+            flags |= GLU;
+        }
         self.x.as_i32_mut()[..x.len()].copy_from_slice(x);
         let threads = threads.clamp(1, SLOTS).min(count);
-        let per = count.div_ceil(threads);
+        // GLU pairs must not straddle two threads.
+        let per = count.div_ceil(threads).next_multiple_of(if fuse.glu { 2 } else { 1 });
         let shares: Vec<(u32, u32)> =
             (0..threads).map(|t| ((first + t * per) as u32, per.min(count - (t * per).min(count)) as u32)).collect();
         {
             let args = self.args.as_u32_mut();
-            for (slot, &(first, count)) in shares.iter().enumerate() {
-                args[slot * 4] = first;
-                args[slot * 4 + 1] = count;
+            for (slot, &(share_first, share_count)) in shares.iter().enumerate() {
+                let a = &mut args[slot * ARGS..(slot + 1) * ARGS];
+                a.copy_from_slice(&[share_first, share_count, 0, 0, flags, first as u32, 0, 0]);
             }
         }
         let fd = self.prog_fd;
@@ -161,7 +223,7 @@ impl Matvec {
         });
         let mut stats = RunStats { argmax: 0, calls: 0, kernel_ns: 0 };
         let mut best = None::<(i32, usize)>;
-        let args: Vec<u32> = self.args.as_u32_mut()[..SLOTS * 4].to_vec();
+        let args: Vec<u32> = self.args.as_u32_mut()[..SLOTS * ARGS].to_vec();
         for (slot, result) in results.into_iter().enumerate() {
             let (retval, ns) = result?;
             if retval != 1 {
@@ -169,9 +231,9 @@ impl Matvec {
             }
             stats.calls += 1;
             stats.kernel_ns += ns as u64;
-            let (value, row) = (args[slot * 4 + 2] as i32, args[slot * 4 + 3] as usize);
+            let (value, row) = (args[slot * ARGS + 2] as i32, args[slot * ARGS + 3] as usize);
             // Shares are in row order, so strict > keeps the lowest index across them too.
-            if shares[slot].1 > 0 && best.is_none_or(|(b, _)| value > b) {
+            if shares[slot].1 > 0 && !fuse.glu && best.is_none_or(|(b, _)| value > b) {
                 best = Some((value, row));
             }
         }
