@@ -36,6 +36,10 @@ enum EbpfCommand {
     /// Greedy decoding of a generated model with every operator in the kernel, against the
     /// golden model: s/token, bpf calls/token, identical logits checked at every step.
     Bench(native_host::ebpf::op_bench::ModelArgs),
+    /// Greedy generation from a Qwen3 directory with every operator in the kernel.
+    Run(native_host::ebpf::cli::RunArgs),
+    /// Write a Qwen3 directory with deterministic random weights (tiny, or the 0.6B shape).
+    GenModel(native_host::ebpf::cli::GenArgs),
 }
 
 #[derive(Subcommand)]
@@ -67,6 +71,8 @@ async fn main() -> Result<()> {
         Command::Bitnet(BitnetCommand::KernelBench(args)) => native_host::kernel_bench::run(args),
         Command::Ebpf(EbpfCommand::OpBench(args)) => native_host::ebpf::op_bench::run(args),
         Command::Ebpf(EbpfCommand::Bench(args)) => native_host::ebpf::op_bench::run_model(args),
+        Command::Ebpf(EbpfCommand::Run(args)) => native_host::ebpf::cli::run(args),
+        Command::Ebpf(EbpfCommand::GenModel(args)) => native_host::ebpf::cli::gen_model(args),
         Command::Probe => {
             let caps = probe::capabilities();
             native_host::say!("{}", serde_json::to_string_pretty(&caps)?);

@@ -3,7 +3,9 @@
 //! the small Rust module that loads it (libbpf-rs) and runs it with BPF_PROG_TEST_RUN. Outputs
 //! must equal `kernels_wasm::qwen3::fixed` (the golden model) bit for bit.
 
+pub mod cli;
 pub mod forward;
+pub mod hf;
 pub mod matvec;
 pub mod op_bench;
 pub mod ops;

@@ -1,0 +1,120 @@
+//! `native-host ebpf run` and `ebpf gen-model`.
+
+use super::forward::BpfModel;
+use super::hf;
+use anyhow::{bail, Context, Result};
+use kernels_wasm::qwen3::model::{Cache, Config};
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// A Hugging Face Qwen3 directory (config.json + *.safetensors).
+    #[arg(long)]
+    model: PathBuf,
+    /// Prompt token ids, comma-separated (a tokenizer comes with a later change).
+    #[arg(long, value_delimiter = ',', required = true)]
+    ids: Vec<usize>,
+    /// Tokens to generate (greedy).
+    #[arg(short = 'n', default_value_t = 16)]
+    tokens: usize,
+    /// Threads sharing each matrix (parallel BPF calls on disjoint rows).
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Run the golden model in userspace instead of the kernel (labelled as such).
+    #[arg(long)]
+    userspace: bool,
+}
+
+pub fn run(args: RunArgs) -> Result<()> {
+    let n = args.tokens.min(1 << 16);
+    if args.ids.is_empty() {
+        bail!("--ids: give at least one prompt token");
+    }
+    let t = Instant::now();
+    let model = hf::load(&args.model).with_context(|| format!("loading {}", args.model.display()))?;
+    let c = model.config;
+    if let Some(bad) = args.ids.iter().find(|&&t| t >= c.vocab) {
+        bail!("--ids: token {bad} is outside the vocabulary of {} tokens", c.vocab);
+    }
+    eprintln!(
+        "loaded {} ({} layers, vocab {}) in {:.1} s",
+        args.model.display(),
+        c.layers,
+        c.vocab,
+        t.elapsed().as_secs_f64()
+    );
+    let positions = args.ids.len() + n;
+    let mut bpf = if args.userspace {
+        eprintln!("USERSPACE: the golden model runs in this process; nothing runs in the kernel");
+        None
+    } else {
+        let probe = crate::probe::ebpf();
+        if !probe.available {
+            bail!(
+                "this host cannot load BPF programs ({}); use --userspace to run the golden model instead",
+                probe.detail
+            );
+        }
+        Some(BpfModel::load(&model, positions, args.threads)?)
+    };
+    let mut cache = Cache::default();
+    let mut forward = |bpf: &mut Option<BpfModel>, token: usize, pos: usize| -> Result<usize> {
+        Ok(match bpf.as_mut() {
+            Some(b) => b.forward(token, pos)?.argmax,
+            None => model.forward(token, pos, &mut cache).argmax,
+        })
+    };
+    let start = Instant::now();
+    let mut next = 0;
+    for (pos, &token) in args.ids.iter().enumerate() {
+        next = forward(&mut bpf, token, pos)?;
+    }
+    let prompt_time = start.elapsed();
+    let calls_before = bpf.as_ref().map(|b| b.calls()).unwrap_or(0);
+    let start = Instant::now();
+    let mut out = std::io::stdout();
+    for i in 0..n {
+        write!(out, "{next} ")?;
+        out.flush()?;
+        if i + 1 < n {
+            next = forward(&mut bpf, next, args.ids.len() + i)?;
+        }
+    }
+    writeln!(out)?;
+    let per = start.elapsed().as_secs_f64() / n.saturating_sub(1).max(1) as f64;
+    match &bpf {
+        Some(b) => eprintln!(
+            "prompt {:.3} s; {per:.3} s/token, {} bpf calls/token ({} threads, in the kernel)",
+            prompt_time.as_secs_f64(),
+            (b.calls() - calls_before) / n.saturating_sub(1).max(1) as u64,
+            b.threads
+        ),
+        None => eprintln!("prompt {:.3} s; {per:.3} s/token (USERSPACE golden model)", prompt_time.as_secs_f64()),
+    }
+    Ok(())
+}
+
+#[derive(clap::Args)]
+pub struct GenArgs {
+    /// tiny or qwen3-0.6b (about 1.5 GB of BF16).
+    #[arg(long, default_value = "tiny")]
+    shape: String,
+    #[arg(long)]
+    out: PathBuf,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+pub fn gen_model(args: GenArgs) -> Result<()> {
+    let config = match args.shape.as_str() {
+        "tiny" => Config::TINY,
+        "qwen3-0.6b" => Config::QWEN3_0_6B,
+        other => bail!("--shape {other:?}: give tiny or qwen3-0.6b"),
+    };
+    let t = Instant::now();
+    hf::write_random(&args.out, config, args.seed)?;
+    eprintln!("wrote {} ({}) in {:.1} s", args.out.display(), args.shape, t.elapsed().as_secs_f64());
+    Ok(())
+}

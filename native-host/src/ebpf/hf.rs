@@ -1,0 +1,246 @@
+//! Hugging Face Qwen3 model directories: `config.json` plus `*.safetensors` (BF16, F16 or F32),
+//! read into the f32 tensors `kernels_wasm::qwen3::model` converts; and the deterministic
+//! generator of such directories with random weights (BF16, as the official checkpoints).
+
+use kernels_wasm::qwen3::fixed::HEAD_DIM;
+use kernels_wasm::qwen3::model::{Config, FloatLayer, FloatModel, Model};
+use safetensors::tensor::{Dtype, TensorView};
+use safetensors::SafeTensors;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}: not a valid config.json: {why}")]
+    Config { path: PathBuf, why: String },
+    #[error("{path}: unsupported model: {why}")]
+    Unsupported { path: PathBuf, why: String },
+    #[error("{path}: not a valid safetensors file (corrupt or truncated): {source}")]
+    Safetensors { path: PathBuf, source: safetensors::SafeTensorError },
+    #[error("tensor {name}: {why}")]
+    Tensor { name: String, why: String },
+    #[error(transparent)]
+    Range(#[from] kernels_wasm::qwen3::model::BadTensor),
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ModelError + '_ {
+    move |source| ModelError::Io { path: path.to_path_buf(), source }
+}
+
+/// Reads `config.json` and checks that this is a Qwen3 the kernels can run.
+pub fn read_config(dir: &Path) -> Result<Config, ModelError> {
+    let path = dir.join("config.json");
+    let text = std::fs::read_to_string(&path).map_err(io(&path))?;
+    let json: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| ModelError::Config { path: path.clone(), why: e.to_string() })?;
+    let arch = json["architectures"][0].as_str().unwrap_or("");
+    if arch != "Qwen3ForCausalLM" {
+        return Err(ModelError::Unsupported {
+            path,
+            why: format!("architecture {arch:?}; HF directories must be Qwen3ForCausalLM (llama/qwen2 run from GGUF)"),
+        });
+    }
+    let int = |key: &str| {
+        json[key].as_u64().map(|v| v as usize).ok_or_else(|| ModelError::Config {
+            path: path.clone(),
+            why: format!("{key} missing or not a positive integer"),
+        })
+    };
+    if json["tie_word_embeddings"].as_bool() == Some(false) {
+        return Err(ModelError::Unsupported { path, why: "an untied LM head (tie_word_embeddings: false)".into() });
+    }
+    let head_dim = json["head_dim"].as_u64().unwrap_or(128) as usize;
+    if head_dim != HEAD_DIM {
+        return Err(ModelError::Unsupported { path, why: format!("head_dim {head_dim}; the kernels take 128") });
+    }
+    let config = Config {
+        hidden: int("hidden_size")?,
+        intermediate: int("intermediate_size")?,
+        layers: int("num_hidden_layers")?,
+        heads: int("num_attention_heads")?,
+        kv_heads: int("num_key_value_heads")?,
+        vocab: int("vocab_size")?,
+        rope_theta: json["rope_theta"].as_f64().unwrap_or(1e6),
+    };
+    if config.kv_heads == 0 || !config.heads.is_multiple_of(config.kv_heads) || !config.hidden.is_multiple_of(2) {
+        return Err(ModelError::Config { path, why: "heads must be a multiple of KV heads, hidden even".into() });
+    }
+    Ok(config)
+}
+
+/// Every `*.safetensors` file of the directory, read whole.
+fn read_shards(dir: &Path) -> Result<Vec<(PathBuf, Vec<u8>)>, ModelError> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(io(dir))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "safetensors"))
+        .collect();
+    paths.sort();
+    if paths.is_empty() {
+        return Err(ModelError::Unsupported { path: dir.to_path_buf(), why: "no .safetensors file".into() });
+    }
+    paths.into_iter().map(|p| std::fs::read(&p).map_err(io(&p)).map(|bytes| (p, bytes))).collect()
+}
+
+fn to_f32(name: &str, t: &TensorView<'_>, shape: &[usize]) -> Result<Vec<f32>, ModelError> {
+    if t.shape() != shape {
+        return Err(ModelError::Tensor {
+            name: name.into(),
+            why: format!("shape {:?}, expected {shape:?}", t.shape()),
+        });
+    }
+    let data = t.data();
+    Ok(match t.dtype() {
+        Dtype::F32 => data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
+        Dtype::BF16 => {
+            data.chunks_exact(2).map(|b| f32::from_bits((u16::from_le_bytes([b[0], b[1]]) as u32) << 16)).collect()
+        }
+        Dtype::F16 => data.chunks_exact(2).map(|b| f16_to_f32(u16::from_le_bytes([b[0], b[1]]))).collect(),
+        other => {
+            return Err(ModelError::Tensor {
+                name: name.into(),
+                why: format!("dtype {other:?}; BF16, F16 or F32 only"),
+            })
+        }
+    })
+}
+
+/// IEEE half to single, exactly (subnormals, infinities and NaN included).
+pub fn f16_to_f32(h: u16) -> f32 {
+    let (sign, exp, frac) = ((h as u32 & 0x8000) << 16, (h >> 10) & 0x1f, h as u32 & 0x3ff);
+    let bits = match exp {
+        0 if frac == 0 => sign,
+        0 => {
+            // Subnormal: value = frac · 2^-24, renormalised.
+            let shift = frac.leading_zeros() - 21;
+            sign | ((113 - shift) << 23) | ((frac << shift) & 0x3ff) << 13
+        }
+        0x1f => sign | 0x7f80_0000 | (frac << 13),
+        _ => sign | ((exp as u32 + 112) << 23) | (frac << 13),
+    };
+    f32::from_bits(bits)
+}
+
+/// Loads a Qwen3 directory into the golden model's fixed point.
+pub fn load(dir: &Path) -> Result<Model, ModelError> {
+    let config = read_config(dir)?;
+    let shards = read_shards(dir)?;
+    let mut views: HashMap<String, TensorView<'_>> = HashMap::new();
+    for (path, bytes) in &shards {
+        let st =
+            SafeTensors::deserialize(bytes).map_err(|source| ModelError::Safetensors { path: path.clone(), source })?;
+        views.extend(st.tensors());
+    }
+    let c = config;
+    let get = |name: String, shape: &[usize]| -> Result<Vec<f32>, ModelError> {
+        let t = views.get(&name).ok_or_else(|| ModelError::Tensor { name: name.clone(), why: "missing".into() })?;
+        to_f32(&name, t, shape)
+    };
+    let layers = (0..c.layers)
+        .map(|i| {
+            let p = |s: &str| format!("model.layers.{i}.{s}.weight");
+            Ok(FloatLayer {
+                input_norm: get(p("input_layernorm"), &[c.hidden])?,
+                q: get(p("self_attn.q_proj"), &[c.q_rows(), c.hidden])?,
+                k: get(p("self_attn.k_proj"), &[c.kv_rows(), c.hidden])?,
+                v: get(p("self_attn.v_proj"), &[c.kv_rows(), c.hidden])?,
+                q_norm: get(p("self_attn.q_norm"), &[HEAD_DIM])?,
+                k_norm: get(p("self_attn.k_norm"), &[HEAD_DIM])?,
+                o: get(p("self_attn.o_proj"), &[c.hidden, c.q_rows()])?,
+                post_norm: get(p("post_attention_layernorm"), &[c.hidden])?,
+                gate: get(p("mlp.gate_proj"), &[c.intermediate, c.hidden])?,
+                up: get(p("mlp.up_proj"), &[c.intermediate, c.hidden])?,
+                down: get(p("mlp.down_proj"), &[c.hidden, c.intermediate])?,
+            })
+        })
+        .collect::<Result<Vec<_>, ModelError>>()?;
+    let float = FloatModel {
+        embed: get("model.embed_tokens.weight".into(), &[c.vocab, c.hidden])?,
+        layers,
+        final_norm: get("model.norm.weight".into(), &[c.hidden])?,
+    };
+    Ok(Model::from_float(config, &float)?)
+}
+
+/// f32 → BF16 bits, round to nearest even (NaN stays NaN).
+fn bf16(v: f32) -> [u8; 2] {
+    let b = v.to_bits();
+    let rounded = if v.is_nan() { b | 0x0040_0000 } else { b + 0x7fff + ((b >> 16) & 1) };
+    ((rounded >> 16) as u16).to_le_bytes()
+}
+
+/// Writes a Qwen3 directory (config.json + model.safetensors in BF16) with the deterministic
+/// random weights of [`Model::random_float`].
+pub fn write_random(dir: &Path, c: Config, seed: u64) -> Result<(), ModelError> {
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let f = Model::random_float(c, seed);
+    let config = serde_json::json!({
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        "hidden_size": c.hidden,
+        "intermediate_size": c.intermediate,
+        "num_hidden_layers": c.layers,
+        "num_attention_heads": c.heads,
+        "num_key_value_heads": c.kv_heads,
+        "head_dim": HEAD_DIM,
+        "vocab_size": c.vocab,
+        "rope_theta": c.rope_theta,
+        "rms_norm_eps": 1e-6,
+        "tie_word_embeddings": true,
+        "torch_dtype": "bfloat16",
+        "note": format!("substrates random Qwen3, seed {seed}: not a trained model"),
+    });
+    let path = dir.join("config.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap_or_default()).map_err(io(&path))?;
+    let mut tensors: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
+    let mut put = |name: String, shape: Vec<usize>, v: &[f32]| {
+        tensors.push((name, shape, v.iter().flat_map(|&x| bf16(x)).collect()))
+    };
+    put("model.embed_tokens.weight".into(), vec![c.vocab, c.hidden], &f.embed);
+    put("model.norm.weight".into(), vec![c.hidden], &f.final_norm);
+    for (i, l) in f.layers.iter().enumerate() {
+        let p = |s: &str| format!("model.layers.{i}.{s}.weight");
+        put(p("input_layernorm"), vec![c.hidden], &l.input_norm);
+        put(p("self_attn.q_proj"), vec![c.q_rows(), c.hidden], &l.q);
+        put(p("self_attn.k_proj"), vec![c.kv_rows(), c.hidden], &l.k);
+        put(p("self_attn.v_proj"), vec![c.kv_rows(), c.hidden], &l.v);
+        put(p("self_attn.q_norm"), vec![HEAD_DIM], &l.q_norm);
+        put(p("self_attn.k_norm"), vec![HEAD_DIM], &l.k_norm);
+        put(p("self_attn.o_proj"), vec![c.hidden, c.q_rows()], &l.o);
+        put(p("post_attention_layernorm"), vec![c.hidden], &l.post_norm);
+        put(p("mlp.gate_proj"), vec![c.intermediate, c.hidden], &l.gate);
+        put(p("mlp.up_proj"), vec![c.intermediate, c.hidden], &l.up);
+        put(p("mlp.down_proj"), vec![c.hidden, c.intermediate], &l.down);
+    }
+    let views = tensors
+        .iter()
+        .map(|(n, s, d)| {
+            TensorView::new(Dtype::BF16, s.clone(), d)
+                .map(|v| (n.clone(), v))
+                .map_err(|e| ModelError::Tensor { name: n.clone(), why: e.to_string() })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let path = dir.join("model.safetensors");
+    safetensors::serialize_to_file(views, None, &path)
+        .map_err(|source| ModelError::Safetensors { path: path.clone(), source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn halves_convert_exactly() {
+        assert_eq!(f16_to_f32(0x3c00), 1.0);
+        assert_eq!(f16_to_f32(0xc000), -2.0);
+        assert_eq!(f16_to_f32(0x0001), 2f32.powi(-24)); // smallest subnormal
+        assert_eq!(f16_to_f32(0x03ff), 1023.0 * 2f32.powi(-24)); // largest subnormal
+        assert_eq!(f16_to_f32(0x7bff), 65504.0);
+        assert!(f16_to_f32(0x7c00).is_infinite() && f16_to_f32(0x7e00).is_nan());
+        assert_eq!(bf16(1.0), [0x80, 0x3f]);
+        // Ties to even: 1 + 2^-8 is halfway between two BF16 values; it rounds to 1.0.
+        assert_eq!(bf16(1.0 + 2f32.powi(-8)), [0x80, 0x3f]);
+    }
+}

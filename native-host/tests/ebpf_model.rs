@@ -1,0 +1,107 @@
+//! Qwen3 directories: generated, loaded, run in the kernel (logits equal to the golden model),
+//! and every kind of bad directory refused with an error that names what is wrong.
+
+use kernels_wasm::qwen3::model::{Cache, Config, Model};
+use native_host::ebpf::forward::BpfModel;
+use native_host::ebpf::hf::{self, ModelError};
+use std::path::PathBuf;
+use std::process::Command;
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("substrates-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn tiny_dir(name: &str) -> PathBuf {
+    let dir = scratch(name);
+    hf::write_random(&dir, Config::TINY, 3).unwrap();
+    dir
+}
+
+#[test]
+fn a_generated_directory_loads_and_runs_in_the_kernel_like_the_golden_model() {
+    let dir = tiny_dir("load");
+    let model = hf::load(&dir).unwrap();
+    assert_eq!(model.config, Config::TINY);
+    // BF16 on disk: the loaded model is the generator's weights rounded to BF16, so it differs
+    // from the unrounded conversion but only by that rounding.
+    let direct = Model::from_float(Config::TINY, &Model::random_float(Config::TINY, 3)).unwrap();
+    assert_eq!(model.embed.len(), direct.embed.len());
+    assert!(model.embed.iter().zip(&direct.embed).all(|(a, b)| (a - b).abs() <= 1 << 9), "BF16 keeps 8 bits");
+    if !native_host::probe::ebpf().available {
+        eprintln!("SKIPPED the kernel half: {}", native_host::probe::ebpf().detail);
+        return;
+    }
+    let mut bpf = BpfModel::load(&model, 4, 2).unwrap();
+    let mut cache = Cache::default();
+    for (pos, token) in [17usize, 3, 999, 3].into_iter().enumerate() {
+        assert_eq!(bpf.forward(token, pos).unwrap().logits, model.forward(token, pos, &mut cache).logits);
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn bad_directories_are_named() {
+    let missing = scratch("missing");
+    let err = hf::load(&missing).unwrap_err();
+    assert!(matches!(err, ModelError::Io { .. }) && err.to_string().contains("config.json"), "{err}");
+
+    let dir = tiny_dir("bad");
+    let st = dir.join("model.safetensors");
+    let bytes = std::fs::read(&st).unwrap();
+    // Truncated: the header promises more data than the file holds.
+    std::fs::write(&st, &bytes[..bytes.len() / 2]).unwrap();
+    let err = hf::load(&dir).unwrap_err();
+    assert!(matches!(err, ModelError::Safetensors { .. }), "{err}");
+    // Garbage.
+    std::fs::write(&st, b"\xff\xff\xff\xff\xff\xff\xff\x7fnot a header").unwrap();
+    assert!(matches!(hf::load(&dir).unwrap_err(), ModelError::Safetensors { .. }));
+    std::fs::write(&st, &bytes).unwrap();
+    assert!(hf::load(&dir).is_ok());
+
+    let config = dir.join("config.json");
+    let good = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, good.replace("Qwen3ForCausalLM", "MambaForCausalLM")).unwrap();
+    let err = hf::load(&dir).unwrap_err();
+    assert!(err.to_string().contains("MambaForCausalLM"), "{err}");
+    std::fs::write(&config, good.replace("\"num_hidden_layers\": 2", "\"num_hidden_layers\": 3")).unwrap();
+    let err = hf::load(&dir).unwrap_err();
+    assert!(
+        err.to_string().contains("model.layers.2.input_layernorm.weight") && err.to_string().contains("missing"),
+        "{err}"
+    );
+    std::fs::write(&config, "{ not json").unwrap();
+    assert!(matches!(hf::load(&dir).unwrap_err(), ModelError::Config { .. }));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn the_run_cli_streams_tokens_and_says_where_it_ran() {
+    let dir = tiny_dir("cli");
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_native-host"))
+            .args(["ebpf", "run", "--model"])
+            .arg(&dir)
+            .args(["--ids", "1,2,3", "-n", "4"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let user = run(&["--userspace"]);
+    assert!(user.status.success(), "{}", String::from_utf8_lossy(&user.stderr));
+    assert!(String::from_utf8_lossy(&user.stderr).contains("USERSPACE"));
+    let tokens = String::from_utf8_lossy(&user.stdout).split_whitespace().count();
+    assert_eq!(tokens, 4);
+    if native_host::probe::ebpf().available {
+        let kernel = run(&[]);
+        assert!(kernel.status.success(), "{}", String::from_utf8_lossy(&kernel.stderr));
+        // The same greedy tokens: the kernel computes the golden model's logits exactly.
+        assert_eq!(kernel.stdout, user.stdout);
+        assert!(String::from_utf8_lossy(&kernel.stderr).contains("bpf calls/token"));
+    }
+    let bad = run(&["--ids", "5000"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("outside the vocabulary"));
+    let _ = std::fs::remove_dir_all(dir);
+}
