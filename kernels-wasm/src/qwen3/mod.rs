@@ -5,3 +5,6 @@ pub mod fixed;
 /// The forward pass needs f64 `powf`/`sin`/`cos` for RoPE's tables: `std` (native and browser).
 #[cfg(feature = "std")]
 pub mod model;
+/// The f32 reference the golden model is measured against (also needs `std`'s f32 maths).
+#[cfg(feature = "std")]
+pub mod reference;
