@@ -35,6 +35,13 @@ impl Config {
         rope_theta: 1e6,
     };
 
+    /// The shapes the CLIs generate, by name.
+    pub const NAMED: [(&'static str, Config); 2] = [("tiny", Config::TINY), ("qwen3-0.6b", Config::QWEN3_0_6B)];
+
+    pub fn named(name: &str) -> Option<Config> {
+        Config::NAMED.iter().find(|(n, _)| *n == name).map(|(_, c)| *c)
+    }
+
     pub fn q_rows(&self) -> usize {
         self.heads * HEAD_DIM
     }

@@ -108,11 +108,8 @@ pub struct GenArgs {
 }
 
 pub fn gen_model(args: GenArgs) -> Result<()> {
-    let config = match args.shape.as_str() {
-        "tiny" => Config::TINY,
-        "qwen3-0.6b" => Config::QWEN3_0_6B,
-        other => bail!("--shape {other:?}: give tiny or qwen3-0.6b"),
-    };
+    let config = Config::named(&args.shape)
+        .ok_or_else(|| anyhow::anyhow!("--shape {:?}: give tiny or qwen3-0.6b", args.shape))?;
     let t = Instant::now();
     hf::write_random(&args.out, config, args.seed)?;
     eprintln!("wrote {} ({}) in {:.1} s", args.out.display(), args.shape, t.elapsed().as_secs_f64());

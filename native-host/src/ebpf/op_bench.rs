@@ -109,11 +109,8 @@ pub struct ModelArgs {
 pub fn run_model(args: ModelArgs) -> Result<()> {
     use super::forward::BpfModel;
     use kernels_wasm::qwen3::model::{Cache, Config, Model};
-    let config = match args.shape.as_str() {
-        "qwen3-0.6b" => Config::QWEN3_0_6B,
-        "tiny" => Config::TINY,
-        other => bail!("--shape {other:?}: give qwen3-0.6b or tiny"),
-    };
+    let config = Config::named(&args.shape)
+        .ok_or_else(|| anyhow::anyhow!("--shape {:?}: give tiny or qwen3-0.6b", args.shape))?;
     let probe = crate::probe::ebpf();
     if !probe.available {
         bail!("this host cannot load BPF programs ({}); nothing to measure", probe.detail);
