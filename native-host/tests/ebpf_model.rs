@@ -100,6 +100,26 @@ fn the_run_cli_streams_tokens_and_says_where_it_ran() {
         assert_eq!(kernel.stdout, user.stdout);
         assert!(String::from_utf8_lossy(&kernel.stderr).contains("bpf calls/token"));
     }
+    // Text prompts go through the official Qwen3 tokenizer (fetched by cargo xtask test).
+    if let Some(tok) = std::env::var_os("SUBSTRATES_QWEN3_TOKENIZER").filter(|p| !p.is_empty()) {
+        let text = |args: &[&str]| {
+            Command::new(env!("CARGO_BIN_EXE_native-host"))
+                .args(["ebpf", "run", "--userspace", "-n", "3", "--model"])
+                .arg(&dir)
+                .arg("--tokenizer")
+                .arg(&tok)
+                .args(args)
+                .output()
+                .unwrap()
+        };
+        let ok = text(&["--prompt", ","]); // id 11: inside the tiny model's 1,000-token vocabulary
+        assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+        assert!(String::from_utf8_lossy(&ok.stderr).contains("prompt: 1 tokens [11]"));
+        let big = text(&["--prompt", "Hello, world!"]); // 9707 and 1879 are not
+        assert!(String::from_utf8_lossy(&big.stderr).contains("token 9707 is outside the vocabulary"));
+    } else {
+        eprintln!("SKIPPED the text prompts: SUBSTRATES_QWEN3_TOKENIZER not set (cargo xtask test sets it)");
+    }
     let bad = run(&["--ids", "5000"]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("outside the vocabulary"));

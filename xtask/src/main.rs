@@ -2,6 +2,7 @@
 //! playground, or to every test run. Each step says what it does and how long it took; a failing
 //! step says which one and how to fix it.
 
+mod fetch;
 mod procs;
 mod serve;
 mod setup;

@@ -26,6 +26,8 @@ pub enum For {
 pub struct Tools {
     pub trunk: PathBuf,
     pub wasm_bindgen_test_runner: PathBuf,
+    /// The official Qwen3 tokenizer.json (tests only).
+    pub qwen3_tokenizer: Option<PathBuf>,
 }
 
 pub fn prerequisites(purpose: For) -> Result<Tools> {
@@ -49,13 +51,19 @@ pub fn prerequisites(purpose: For) -> Result<Tools> {
         &["install", "wasm-bindgen-cli", "--version", &bindgen, "--force"],
         "~4 min",
     )?;
+    let mut qwen3_tokenizer = None;
     if purpose == For::Test {
         node_packages()?;
+        qwen3_tokenizer = Some(crate::fetch::fetch(&crate::fetch::QWEN3_TOKENIZER)?);
     }
-    Ok(Tools { trunk, wasm_bindgen_test_runner: wasm_bindgen.with_file_name("wasm-bindgen-test-runner") })
+    Ok(Tools {
+        trunk,
+        wasm_bindgen_test_runner: wasm_bindgen.with_file_name("wasm-bindgen-test-runner"),
+        qwen3_tokenizer,
+    })
 }
 
-fn timed(what: &str, cmd: &mut Command) -> Result<()> {
+pub fn timed(what: &str, cmd: &mut Command) -> Result<()> {
     println!("    running: {what}");
     let start = Instant::now();
     let status = cmd.status().with_context(|| format!("could not start: {what}"))?;

@@ -25,7 +25,8 @@ pub fn run(_: Args) -> Result<()> {
 
     step("native tests: cargo test --workspace");
     let t = Instant::now();
-    let native = cargo(&["test", "--workspace"], &[]);
+    let tokenizer = tools.qwen3_tokenizer.as_ref().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+    let native = cargo(&["test", "--workspace"], &[("SUBSTRATES_QWEN3_TOKENIZER", tokenizer.as_str())]);
     results.push(("native (cargo test --workspace)", t.elapsed(), native));
 
     step("wasm tests in headless Chromium: cargo test --target wasm32-unknown-unknown -p kernels-wasm -p web");

@@ -2,6 +2,7 @@
 
 use super::forward::BpfModel;
 use super::hf;
+use super::tokenize::{chat_prompt, TextTokenizer};
 use anyhow::{bail, Context, Result};
 use kernels_wasm::qwen3::model::{Cache, Config};
 use std::io::Write;
@@ -13,9 +14,18 @@ pub struct RunArgs {
     /// A Hugging Face Qwen3 directory (config.json + *.safetensors).
     #[arg(long)]
     model: PathBuf,
-    /// Prompt token ids, comma-separated (a tokenizer comes with a later change).
-    #[arg(long, value_delimiter = ',', required = true)]
+    /// Prompt token ids, comma-separated.
+    #[arg(long, value_delimiter = ',', required_unless_present = "prompt", conflicts_with = "prompt")]
     ids: Vec<usize>,
+    /// Prompt text, tokenized with the model's tokenizer.json (or --tokenizer).
+    #[arg(long)]
+    prompt: Option<String>,
+    /// Wrap the prompt in Qwen3's chat markup (a user turn, then the assistant's).
+    #[arg(long, requires = "prompt")]
+    chat: bool,
+    /// tokenizer.json to use [default: the one in the model directory].
+    #[arg(long)]
+    tokenizer: Option<PathBuf>,
     /// Tokens to generate (greedy).
     #[arg(short = 'n', default_value_t = 16)]
     tokens: usize,
@@ -27,10 +37,21 @@ pub struct RunArgs {
     userspace: bool,
 }
 
-pub fn run(args: RunArgs) -> Result<()> {
+pub fn run(mut args: RunArgs) -> Result<()> {
     let n = args.tokens.min(1 << 16);
+    let tokenizer_path = args.tokenizer.clone().unwrap_or_else(|| args.model.join("tokenizer.json"));
+    let tokenizer = if args.prompt.is_some() || tokenizer_path.exists() {
+        Some(TextTokenizer::from_file(&tokenizer_path)?)
+    } else {
+        None
+    };
+    if let (Some(prompt), Some(t)) = (&args.prompt, &tokenizer) {
+        let text = if args.chat { chat_prompt(prompt) } else { prompt.clone() };
+        args.ids = t.encode(&text)?;
+        eprintln!("prompt: {} tokens {:?}", args.ids.len(), args.ids);
+    }
     if args.ids.is_empty() {
-        bail!("--ids: give at least one prompt token");
+        bail!("the prompt is empty: give --ids or a non-empty --prompt");
     }
     let t = Instant::now();
     let model = hf::load(&args.model).with_context(|| format!("loading {}", args.model.display()))?;
@@ -75,8 +96,20 @@ pub fn run(args: RunArgs) -> Result<()> {
     let calls_before = bpf.as_ref().map(|b| b.calls()).unwrap_or(0);
     let start = Instant::now();
     let mut out = std::io::stdout();
+    let (mut generated, mut shown) = (Vec::new(), String::new());
     for i in 0..n {
-        write!(out, "{next} ")?;
+        generated.push(next);
+        match &tokenizer {
+            // Decode the whole continuation and print what is new: a token may be half a character.
+            Some(t) => {
+                let text = t.decode(&generated)?;
+                if let Some(new) = text.strip_prefix(shown.as_str()) {
+                    write!(out, "{new}")?;
+                }
+                shown = text;
+            }
+            None => write!(out, "{next} ")?,
+        }
         out.flush()?;
         if i + 1 < n {
             next = forward(&mut bpf, next, args.ids.len() + i)?;
@@ -105,6 +138,9 @@ pub struct GenArgs {
     out: PathBuf,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Copy this tokenizer.json into the directory (its vocabulary must fit the shape's).
+    #[arg(long)]
+    tokenizer: Option<PathBuf>,
 }
 
 pub fn gen_model(args: GenArgs) -> Result<()> {
@@ -112,6 +148,9 @@ pub fn gen_model(args: GenArgs) -> Result<()> {
         .ok_or_else(|| anyhow::anyhow!("--shape {:?}: give tiny or qwen3-0.6b", args.shape))?;
     let t = Instant::now();
     hf::write_random(&args.out, config, args.seed)?;
+    if let Some(t) = &args.tokenizer {
+        std::fs::copy(t, args.out.join("tokenizer.json")).with_context(|| format!("copying {}", t.display()))?;
+    }
     eprintln!("wrote {} ({}) in {:.1} s", args.out.display(), args.shape, t.elapsed().as_secs_f64());
     Ok(())
 }

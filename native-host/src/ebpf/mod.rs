@@ -10,6 +10,7 @@ pub mod matvec;
 pub mod op_bench;
 pub mod ops;
 mod sys;
+pub mod tokenize;
 
 /// What went wrong on the way into the kernel, named precisely (never a silent fallback).
 #[derive(Debug, thiserror::Error)]
