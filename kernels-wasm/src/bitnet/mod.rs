@@ -6,6 +6,7 @@
 //! - [`quant`]: absmean weight quantisation and per-tensor activation quantisation.
 //! - [`i2s`]: I2_S, 2-bit codes and a multiply-add kernel.
 //! - [`lut`]: the activation-pair tables (`lut_ctor`).
+//! - [`lut_matrix`]: TL1 and TL2 behind one trait, with the shared f32 epilogue.
 //! - [`tl1`]: TL1, 4-bit pair indices looked up in those tables (`qgemm_lut`).
 //! - [`tl2`]: TL2, 4-bit triplet magnitudes and sign bits, plus a TL1-style two-weight tail.
 //! - [`random`]: deterministic test and benchmark data.
@@ -22,6 +23,7 @@
 pub mod backend;
 pub mod i2s;
 pub mod lut;
+pub mod lut_matrix;
 #[cfg(feature = "std")]
 pub mod pool;
 pub mod quant;

@@ -10,73 +10,11 @@
 
 use super::backend::Backend;
 use super::i2s::I2sMatrix;
-use super::lut::PairTables;
+pub use super::lut_matrix::LutMatrix;
 use super::pool::Pool;
 use super::quant::{check_len, quantize_activations, Rounding};
-use super::tl1::Tl1Matrix;
-use super::tl2::{Tl2Matrix, Tl2Tables};
 use super::{dequantize_into, BitnetError};
-use core::ops::Range;
 use std::sync::Mutex;
-
-/// A LUT-format matrix (TL1, TL2) as the threaded driver sees it.
-pub trait LutMatrix: Sync {
-    type Tables: Send + Sync;
-    /// M, K.
-    fn shape(&self) -> (usize, usize);
-    /// Rows per tile (BM): the unit of work.
-    fn bm_tile(&self) -> usize;
-    fn weight_scale(&self) -> f32;
-    /// `per_tensor_quant` and `lut_ctor` for one activation row.
-    fn tables(&self, x: &[f32]) -> Result<Self::Tables, BitnetError>;
-    fn act_scale(tables: &Self::Tables) -> f32;
-    fn acc_tiles(&self, t: &Self::Tables, b: Backend, tiles: Range<usize>, acc: &mut [i32]) -> Result<(), BitnetError>;
-}
-
-impl LutMatrix for Tl1Matrix {
-    type Tables = PairTables;
-    fn shape(&self) -> (usize, usize) {
-        (self.geometry.m, self.geometry.k)
-    }
-    fn bm_tile(&self) -> usize {
-        self.geometry.tile.bm_tile
-    }
-    fn weight_scale(&self) -> f32 {
-        self.scale
-    }
-    fn tables(&self, x: &[f32]) -> Result<PairTables, BitnetError> {
-        check_len("activations", self.geometry.k, x.len())?;
-        PairTables::build(x)
-    }
-    fn act_scale(tables: &PairTables) -> f32 {
-        tables.scale
-    }
-    fn acc_tiles(&self, t: &PairTables, b: Backend, tiles: Range<usize>, acc: &mut [i32]) -> Result<(), BitnetError> {
-        self.gemv_acc_tiles(t, b, tiles, acc)
-    }
-}
-
-impl LutMatrix for Tl2Matrix {
-    type Tables = Tl2Tables;
-    fn shape(&self) -> (usize, usize) {
-        (self.geometry.m, self.geometry.k)
-    }
-    fn bm_tile(&self) -> usize {
-        self.geometry.tile.bm_tile
-    }
-    fn weight_scale(&self) -> f32 {
-        self.scale
-    }
-    fn tables(&self, x: &[f32]) -> Result<Tl2Tables, BitnetError> {
-        Tl2Matrix::tables(self, x)
-    }
-    fn act_scale(tables: &Tl2Tables) -> f32 {
-        tables.scale
-    }
-    fn acc_tiles(&self, t: &Tl2Tables, b: Backend, tiles: Range<usize>, acc: &mut [i32]) -> Result<(), BitnetError> {
-        self.gemv_acc_tiles(t, b, tiles, acc)
-    }
-}
 
 /// Runs `work(prepared, first_unit, out_chunk)` on every thread of `pool` over `out`, cut into
 /// contiguous shares of whole units of `unit` values, after thread 0 has run `prepare`.
@@ -192,7 +130,10 @@ pub fn i2s_gemv(m: &I2sMatrix, x: &[f32], backend: Backend, pool: &Pool, out: &m
 mod tests {
     use super::*;
     use crate::bitnet::i2s::I2sLayout;
+    use crate::bitnet::lut::PairTables;
     use crate::bitnet::testutil::Rng;
+    use crate::bitnet::tl1::Tl1Matrix;
+    use crate::bitnet::tl2::{Tl2Matrix, Tl2Tables};
 
     fn bits(v: &[f32]) -> Vec<u32> {
         v.iter().map(|f| f.to_bits()).collect()

@@ -207,6 +207,7 @@ mod tests {
     use super::*;
     use crate::bitnet::backend::Backend;
     use crate::bitnet::i2s::I2sLayout;
+    use crate::bitnet::lut_matrix::LutMatrix;
     use crate::bitnet::quant::QuantActs;
     use crate::bitnet::testutil::{plain_dot, Rng};
     use crate::bitnet::tiling::Tile;

@@ -5,6 +5,7 @@
 use kernels_wasm::bitnet::backend::Backend;
 use kernels_wasm::bitnet::i2s::{I2sLayout, I2sMatrix};
 use kernels_wasm::bitnet::lut::PairTables;
+use kernels_wasm::bitnet::lut_matrix::LutMatrix;
 use kernels_wasm::bitnet::quant::{quantize_activations, QuantActs, Rounding, TernaryMatrix};
 use kernels_wasm::bitnet::random::Rng;
 use kernels_wasm::bitnet::tl1::Tl1Matrix;

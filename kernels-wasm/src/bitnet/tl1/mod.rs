@@ -22,7 +22,7 @@ use super::backend::Backend;
 use super::lut::{pair_index, PairTables};
 use super::quant::{check_len, TernaryMatrix};
 use super::tiling::{LutFormat, Tile};
-use super::{dequantize_into, BitnetError};
+use super::BitnetError;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -190,19 +190,6 @@ impl Tl1Matrix {
                 _ => scalar::tile(self, tables, t, out),
             }
         }
-        Ok(())
-    }
-
-    pub fn gemv_acc(&self, tables: &PairTables, backend: Backend, acc: &mut [i32]) -> Result<(), BitnetError> {
-        self.gemv_acc_tiles(tables, backend, 0..self.geometry.tiles(), acc)
-    }
-
-    /// `y = W·x` for one activation row whose tables were built by [`PairTables::build`].
-    pub fn gemv(&self, tables: &PairTables, backend: Backend, out: &mut [f32]) -> Result<(), BitnetError> {
-        check_len("outputs", self.geometry.m, out.len())?;
-        let mut acc = vec![0i32; self.geometry.m];
-        self.gemv_acc(tables, backend, &mut acc)?;
-        dequantize_into(out, &acc, tables.scale, self.scale);
         Ok(())
     }
 }

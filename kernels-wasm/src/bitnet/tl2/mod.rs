@@ -29,7 +29,7 @@ pub use super::lut::Tl2Tables;
 use super::lut::{pair_index, triplet_value, triplet_weights, PAIR_TABLE_BYTES};
 use super::quant::{check_len, TernaryMatrix};
 use super::tiling::{LutFormat, Tile};
-use super::{dequantize_into, BitnetError};
+use super::BitnetError;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -271,20 +271,6 @@ impl Tl2Matrix {
                 _ => scalar::tile(self, tables, t, out),
             }
         }
-        Ok(())
-    }
-
-    pub fn gemv_acc(&self, tables: &Tl2Tables, backend: Backend, acc: &mut [i32]) -> Result<(), BitnetError> {
-        self.gemv_acc_tiles(tables, backend, 0..self.geometry.tiles(), acc)
-    }
-
-    /// `y = W·x` for one activation row whose tables were built by [`Tl2Tables::build`]
-    /// with this matrix's `three_k`.
-    pub fn gemv(&self, tables: &Tl2Tables, backend: Backend, out: &mut [f32]) -> Result<(), BitnetError> {
-        check_len("outputs", self.geometry.m, out.len())?;
-        let mut acc = vec![0i32; self.geometry.m];
-        self.gemv_acc(tables, backend, &mut acc)?;
-        dequantize_into(out, &acc, tables.scale, self.scale);
         Ok(())
     }
 

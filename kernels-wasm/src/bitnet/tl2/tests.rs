@@ -1,4 +1,5 @@
 use super::*;
+use crate::bitnet::lut_matrix::LutMatrix;
 use crate::bitnet::quant::{quantize_activations, QuantActs, Rounding};
 use crate::bitnet::testutil::{edge_cases, plain_dot, Rng};
 #[cfg(target_arch = "wasm32")]
