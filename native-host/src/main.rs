@@ -125,7 +125,14 @@ async fn serve(args: ServeArgs) -> Result<()> {
     native_host::say!("session token: {token}");
     native_host::say!("playground: http://127.0.0.1:8080/?token={token}");
 
-    let config = Config { token, allowed_origins, roots, capabilities, host_version: version.to_string() };
+    let config = Config {
+        token,
+        allowed_origins,
+        roots,
+        capabilities,
+        host_version: version.to_string(),
+        ebpf_run: Default::default(),
+    };
     tokio::select! {
         () = bridge::serve(listener, config) => {}
         r = shutdown_signal() => { r?; native_host::say!("native-host: shutting down"); }

@@ -418,3 +418,85 @@ async fn silent_clients_are_dropped_and_plain_http_is_refused() {
     let mut again = connect(&server).await;
     assert_alive(&mut again, 1).await;
 }
+
+/// An eBPF run over the bridge: the verifier statistics, a token event and a trace per position
+/// (one span per BPF call), tokens equal to the golden model's greedy ones; a second run while
+/// the first holds the maps is `busy`; bad prompts and paths are refused by name.
+#[tokio::test]
+async fn ebpf_runs_stream_tokens_and_traces() {
+    use kernels_wasm::protocol::ebpf::EbpfModel;
+    use kernels_wasm::qwen3::model::{Cache, Config, Model};
+    let server = start("ebpf");
+    let mut ws = connect(&server).await;
+    let run = |prompt: Vec<u32>, max_tokens: u32, model: EbpfModel| Request::EbpfRun {
+        model,
+        prompt,
+        max_tokens,
+        threads: 2,
+    };
+    let tiny = EbpfModel::TinyRandom { seed: 5 };
+
+    // Bad input first: each names what was wrong.
+    request(&mut ws, 1, run(vec![], 4, tiny.clone())).await;
+    assert!(error_of(recv(&mut ws).await).2.contains("prompt"));
+    request(&mut ws, 2, run(vec![1], 4, EbpfModel::Dir { path: "../outside.txt".into() })).await;
+    assert_eq!(error_of(recv(&mut ws).await).1, ErrorCode::PathRefused);
+    request(&mut ws, 3, run(vec![5000], 4, tiny.clone())).await;
+    assert!(error_of(recv(&mut ws).await).2.contains("outside the vocabulary"));
+
+    if !native_host::probe::ebpf().available {
+        eprintln!("SKIPPED the kernel half: {}", native_host::probe::ebpf().detail);
+        return;
+    }
+    // Long enough (tens of ms) that the second request arrives while this one runs.
+    let (prompt, n) = (vec![7u32, 300, 12], 60u32);
+    request(&mut ws, 4, run(prompt.clone(), n, tiny.clone())).await;
+    let (mut tokens, mut traces, mut verifier, mut busy, mut done) = (Vec::new(), 0, false, false, None);
+    while done.is_none() || !busy {
+        match recv(&mut ws).await {
+            ServerMessage::Event { id: 4, event: Event::EbpfVerifier { programs } } => {
+                verifier = programs.iter().any(|p| p.program == "qwen3_attention" && p.instructions > 0);
+                // The first run now holds the maps: a second one must be refused.
+                request(&mut ws, 5, run(vec![1], 1, tiny.clone())).await;
+            }
+            ServerMessage::Event { id: 4, event: Event::EbpfToken { prompt: in_prompt, token, calls, top, .. } } => {
+                assert_eq!(top[0].token, token);
+                assert!(calls > 0);
+                if !in_prompt {
+                    tokens.push(token);
+                }
+            }
+            ServerMessage::Event { id: 4, event: Event::EbpfTrace { spans, .. } } => {
+                assert!(spans.iter().any(|s| s.op == "attention" && s.layer == Some(0)));
+                assert!(spans.windows(2).all(|w| w[0].end_ns <= w[1].start_ns + 1_000_000));
+                traces += 1;
+            }
+            ServerMessage::Result { id: 4, result: Reply::EbpfDone { generated, calls_per_token, .. } } => {
+                assert!(calls_per_token > 0.0);
+                done = Some(generated);
+            }
+            ServerMessage::Error(e) if e.id == Some(5) => {
+                assert_eq!(e.code, ErrorCode::Busy, "{}", e.message);
+                busy = true;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(verifier);
+    assert_eq!(traces, prompt.len() + n as usize - 1);
+    // The golden model's greedy continuation of the same prompt.
+    let model = Model::from_float(Config::TINY, &Model::random_float(Config::TINY, 5)).unwrap();
+    let mut cache = Cache::default();
+    let mut next = 0;
+    for (pos, &t) in prompt.iter().enumerate() {
+        next = model.forward(t as usize, pos, &mut cache).argmax;
+    }
+    let mut golden = vec![next as u32];
+    for i in 1..n as usize {
+        next = model.forward(next, prompt.len() + i - 1, &mut cache).argmax;
+        golden.push(next as u32);
+    }
+    assert_eq!(done.unwrap(), golden);
+    assert_eq!(tokens, golden);
+    assert_alive(&mut ws, 9).await;
+}

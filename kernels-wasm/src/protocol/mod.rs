@@ -14,6 +14,7 @@
 //! The session token and the Origin are checked on the HTTP upgrade, before any frame.
 
 mod decode;
+pub mod ebpf;
 
 pub use decode::DecodeError;
 
@@ -66,6 +67,21 @@ pub enum Request {
     ListModels,
     /// Size and detected format of one file under a root.
     ModelInfo { root: FileRoot, path: String },
+    /// Greedy generation with every Qwen3 operator in BPF programs in the host's kernel: events
+    /// [`Event::EbpfVerifier`], then per position [`Event::EbpfToken`] and [`Event::EbpfTrace`];
+    /// reply [`Reply::EbpfDone`]. One run at a time per host (the kernel maps are shared).
+    EbpfRun {
+        model: ebpf::EbpfModel,
+        prompt: Vec<u32>,
+        max_tokens: u32,
+        /// Threads sharing each matrix (1 or 2).
+        #[serde(default = "two")]
+        threads: u32,
+    },
+}
+
+fn two() -> u32 {
+    2
 }
 
 /// The directories the bridge may read. Nothing outside them is ever opened.
@@ -130,9 +146,34 @@ impl Default for Limits {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Event {
-    Progress { step: String, done: u32, total: u32 },
-    Probe { name: String, result: ProbeResult },
-    Log { line: String },
+    Progress {
+        step: String,
+        done: u32,
+        total: u32,
+    },
+    Probe {
+        name: String,
+        result: ProbeResult,
+    },
+    Log {
+        line: String,
+    },
+    EbpfVerifier {
+        programs: Vec<ebpf::VerifierStat>,
+    },
+    /// The token chosen at `pos` (for prompt positions: the prediction the prompt overrides).
+    EbpfToken {
+        pos: u32,
+        token: u32,
+        prompt: bool,
+        top: Vec<ebpf::TopLogit>,
+        seconds: f64,
+        calls: u32,
+    },
+    EbpfTrace {
+        pos: u32,
+        spans: Vec<ebpf::TraceSpan>,
+    },
 }
 
 /// The final, successful answer to a request.
@@ -143,6 +184,7 @@ pub enum Reply {
     Capabilities(Capabilities),
     Models { models: Vec<ModelEntry> },
     ModelInfo(ModelInfo),
+    EbpfDone { generated: Vec<u32>, seconds_per_token: f64, calls_per_token: f64 },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -107,6 +107,7 @@ mod tests {
             roots: Roots::default(),
             capabilities: Capabilities { ebpf: p.clone(), clang: p },
             host_version: "t".into(),
+            ebpf_run: Default::default(),
         }
     }
 

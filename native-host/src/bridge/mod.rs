@@ -9,6 +9,7 @@
 //!   client gets an error frame or a clean close, never the server's attention forever.
 
 pub mod connection;
+pub mod ebpf_run;
 pub mod handshake;
 pub mod requests;
 
@@ -35,6 +36,8 @@ pub struct Config {
     pub roots: Roots,
     pub capabilities: Capabilities,
     pub host_version: String,
+    /// Held by the one eBPF run the host allows at a time.
+    pub ebpf_run: Arc<std::sync::Mutex<()>>,
 }
 
 /// Accepts connections until the returned future is dropped.

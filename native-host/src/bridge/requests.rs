@@ -82,6 +82,18 @@ impl Task {
                 let roots = self.config.roots.clone();
                 Ok(Reply::ModelInfo(blocking(move || roots.info(root, &path)).await??))
             }
+            Request::EbpfRun { model, prompt, max_tokens, threads } => {
+                let cancelled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let _guard = super::ebpf_run::CancelOnDrop(cancelled.clone());
+                let run = super::ebpf_run::Run {
+                    id: self.id,
+                    out: self.out.clone(),
+                    lock: self.config.ebpf_run.clone(),
+                    roots: self.config.roots.clone(),
+                    cancelled,
+                };
+                blocking(move || run.run(model, prompt, max_tokens, threads)).await?
+            }
         }
     }
 }

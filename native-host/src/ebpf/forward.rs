@@ -11,7 +11,9 @@
 use super::matvec::{Fuse, Matvec, SLOTS};
 use super::ops::{At, KvShape, Ops, Prep, Qkv};
 use super::EbpfError;
+use kernels_wasm::protocol::ebpf::TraceSpan;
 use kernels_wasm::qwen3::model::{rope_tables, Config, Model, Step};
+use std::time::Instant;
 
 pub struct BpfModel {
     pub config: Config,
@@ -25,6 +27,9 @@ pub struct BpfModel {
     /// BPF calls made by the matvec programs.
     pub matvec_calls: u64,
     pub threads: usize,
+    /// When `Some`, every BPF call of the current token is recorded here (cleared per token).
+    pub trace: Option<Vec<TraceSpan>>,
+    token_start: Instant,
 }
 
 impl BpfModel {
@@ -63,17 +68,40 @@ impl BpfModel {
             ops,
             matvec_calls: 0,
             threads: threads.clamp(1, SLOTS),
+            trace: None,
+            token_start: Instant::now(),
         })
     }
 
+    fn record(&mut self, op: &str, layer: Option<usize>, rows: usize, kernel_ns: u64, start: Instant) {
+        let base = self.token_start;
+        if let Some(trace) = self.trace.as_mut() {
+            trace.push(TraceSpan {
+                program: if op == "attention" { "qwen3_attention" } else { "qwen3_matvec" }.into(),
+                op: op.into(),
+                layer: layer.map(|l| l as u32),
+                rows: rows as u32,
+                kernel_ns,
+                start_ns: (start - base).as_nanos() as u64,
+                end_ns: base.elapsed().as_nanos() as u64,
+            });
+        }
+    }
+
+    /// One fused matrix-vector call on the matrices of input width `which` (0 hidden, 1 heads·128,
+    /// 2 intermediate), traced as `op`.
+    #[allow(clippy::too_many_arguments)]
     fn matvec(
         &mut self,
+        op: &str,
+        layer: Option<usize>,
         which: u8,
         x: &[i32],
         first: usize,
         y: &mut [i32],
         fuse: Fuse<'_>,
     ) -> Result<usize, EbpfError> {
+        let start = Instant::now();
         let mv = match which {
             0 => &mut self.by_hidden,
             1 => &mut self.by_heads,
@@ -81,7 +109,13 @@ impl BpfModel {
         };
         let stats = mv.run_fused(x, first, y, self.threads, fuse)?;
         self.matvec_calls += stats.calls as u64;
+        self.record(op, layer, y.len(), stats.kernel_ns, start);
         Ok(stats.argmax)
+    }
+
+    /// The verifier's instruction count of the matvec program (the same program in all three).
+    pub fn matvec_verified_insns(&self) -> u32 {
+        self.by_hidden.verified_insns.unwrap_or(0)
     }
 
     /// BPF calls so far, all programs.
@@ -96,6 +130,10 @@ impl BpfModel {
             return Err(EbpfError::Shape { what: "token id (vocabulary size)", expected: c.vocab, got: token });
         }
         let per_layer = c.qkv_rows() + 2 * c.intermediate;
+        self.token_start = Instant::now();
+        if let Some(t) = self.trace.as_mut() {
+            t.clear();
+        }
         let mut x = self.embed[token * c.hidden..(token + 1) * c.hidden].to_vec();
         let (cos, sin) = rope_tables(c.rope_theta, pos);
         let mut qkv = vec![0; c.qkv_rows()];
@@ -105,24 +143,37 @@ impl BpfModel {
         for layer in 0..c.layers {
             let [input_norm, q_norm, k_norm, post_norm] = self.norms[layer].clone();
             let fuse = Fuse { prenorm: Some(&input_norm), ..Fuse::default() };
-            self.matvec(0, &x, layer * per_layer, &mut qkv, fuse)?;
+            self.matvec("q|k|v + input norm", Some(layer), 0, &x, layer * per_layer, &mut qkv, fuse)?;
             let (q, kv) = qkv.split_at_mut(c.q_rows());
             let (k, v) = kv.split_at_mut(c.kv_rows());
             // QK-norm, RoPE, caching this token's K/V and attending: one call.
             let prep = Prep { q_norm: &q_norm, k_norm: &k_norm, cos: &cos, sin: &sin };
+            let (start, kernel_before) = (Instant::now(), self.ops.kernel_ns);
             self.ops.attention_with(At { layer, pos }, c.heads, Qkv { q, k, v }, Some(prep), &mut attn)?;
-            self.matvec(1, &attn, layer * c.hidden, &mut o, Fuse { residual: Some(&x), ..Fuse::default() })?;
+            self.record("attention", Some(layer), c.q_rows(), self.ops.kernel_ns - kernel_before, start);
+            let fuse = Fuse { residual: Some(&x), ..Fuse::default() };
+            self.matvec("o + residual", Some(layer), 1, &attn, layer * c.hidden, &mut o, fuse)?;
             std::mem::swap(&mut x, &mut o);
 
             let fuse = Fuse { prenorm: Some(&post_norm), glu: true, ..Fuse::default() };
-            self.matvec(0, &x, layer * per_layer + c.qkv_rows(), &mut act, fuse)?;
-            self.matvec(2, &act, layer * c.hidden, &mut o, Fuse { residual: Some(&x), ..Fuse::default() })?;
+            self.matvec(
+                "gate|up + norm + SiLU·up",
+                Some(layer),
+                0,
+                &x,
+                layer * per_layer + c.qkv_rows(),
+                &mut act,
+                fuse,
+            )?;
+            let fuse = Fuse { residual: Some(&x), ..Fuse::default() };
+            self.matvec("down + residual", Some(layer), 2, &act, layer * c.hidden, &mut o, fuse)?;
             std::mem::swap(&mut x, &mut o);
         }
         let mut logits = vec![0; c.vocab];
         let final_norm = self.final_norm.clone();
         let fuse = Fuse { prenorm: Some(&final_norm), ..Fuse::default() };
-        let argmax = self.matvec(0, &x, c.layers * per_layer, &mut logits, fuse)?;
+        let argmax =
+            self.matvec("vocab + final norm + argmax", None, 0, &x, c.layers * per_layer, &mut logits, fuse)?;
         Ok(Step { logits, argmax })
     }
 }

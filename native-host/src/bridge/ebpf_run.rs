@@ -1,0 +1,128 @@
+//! `ebpf_run`: greedy generation with every Qwen3 operator in the kernel, streamed to the page as
+//! tokens and per-token traces of the BPF calls. One run at a time per host: the programs' maps
+//! are the kernel's, and two runs would fight over memory and cores.
+
+use super::connection::Outbound;
+use super::requests::Failure;
+use crate::ebpf::forward::BpfModel;
+use crate::ebpf::hf;
+use crate::files::Roots;
+use kernels_wasm::protocol::ebpf::{EbpfModel, TopLogit, VerifierStat, MAX_EBPF_PROMPT, MAX_EBPF_TOKENS};
+use kernels_wasm::protocol::{ErrorCode, Event, FileRoot, Reply, RequestId, ServerMessage};
+use kernels_wasm::qwen3::model::{Config, Model};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio::sync::mpsc;
+
+/// Set when the request's future is dropped (cancel, or the connection went away): the run stops
+/// at the next token and releases its kernel objects.
+pub struct CancelOnDrop(pub Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+pub struct Run {
+    pub id: RequestId,
+    pub out: mpsc::Sender<Outbound>,
+    pub lock: Arc<Mutex<()>>,
+    pub roots: Roots,
+    pub cancelled: Arc<AtomicBool>,
+}
+
+fn bad(message: impl Into<String>) -> Failure {
+    Failure { code: ErrorCode::BadRequest, message: message.into() }
+}
+
+impl Run {
+    fn event(&self, event: Event) {
+        let _ = self.out.blocking_send(Outbound::Frame(ServerMessage::Event { id: self.id, event }));
+    }
+
+    pub fn run(self, model: EbpfModel, prompt: Vec<u32>, max_tokens: u32, threads: u32) -> Result<Reply, Failure> {
+        if prompt.is_empty() || prompt.len() > MAX_EBPF_PROMPT {
+            return Err(bad(format!("prompt: give 1 to {MAX_EBPF_PROMPT} token ids (got {})", prompt.len())));
+        }
+        if max_tokens == 0 || max_tokens > MAX_EBPF_TOKENS {
+            return Err(bad(format!("max_tokens {max_tokens}: give 1 to {MAX_EBPF_TOKENS}")));
+        }
+        if !(1..=2).contains(&threads) {
+            return Err(bad(format!("threads {threads}: give 1 or 2")));
+        }
+        let Ok(_held) = self.lock.try_lock() else {
+            return Err(Failure { code: ErrorCode::Busy, message: "another eBPF run holds the kernel maps".into() });
+        };
+        let probe = crate::probe::ebpf();
+        if !probe.available {
+            return Err(Failure {
+                code: ErrorCode::Io,
+                message: format!("this host cannot load BPF programs: {}", probe.detail),
+            });
+        }
+        let model = match model {
+            EbpfModel::TinyRandom { seed } => Model::from_float(Config::TINY, &Model::random_float(Config::TINY, seed))
+                .map_err(|e| bad(e.to_string()))?,
+            EbpfModel::Dir { path } => {
+                let dir = self.roots.resolve(FileRoot::Models, &path)?;
+                hf::load(&dir).map_err(|e| bad(e.to_string()))?
+            }
+        };
+        if let Some(t) = prompt.iter().find(|&&t| t as usize >= model.config.vocab) {
+            return Err(bad(format!("prompt token {t} is outside the vocabulary of {} tokens", model.config.vocab)));
+        }
+        let positions = prompt.len() + max_tokens as usize;
+        let internal = |e: crate::ebpf::EbpfError| Failure { code: ErrorCode::Internal, message: e.to_string() };
+        let mut bpf = BpfModel::load(&model, positions, threads as usize).map_err(internal)?;
+        bpf.trace = Some(Vec::new());
+        let mut programs: Vec<VerifierStat> = bpf
+            .ops
+            .verifier_stats()
+            .into_iter()
+            .map(|(program, n)| VerifierStat { program: program.into(), instructions: n.unwrap_or(0) })
+            .collect();
+        programs.push(VerifierStat { program: "qwen3_matvec".into(), instructions: bpf.matvec_verified_insns() });
+        self.event(Event::EbpfVerifier { programs });
+
+        let (mut generated, mut next) = (Vec::new(), prompt[0] as usize);
+        let start = Instant::now();
+        let calls_start = bpf.calls();
+        for pos in 0..positions - 1 {
+            if self.cancelled.load(Ordering::Relaxed) {
+                return Err(Failure { code: ErrorCode::Cancelled, message: "cancelled".into() });
+            }
+            let in_prompt = pos + 1 < prompt.len();
+            let token = if pos < prompt.len() { prompt[pos] as usize } else { next };
+            let (t, calls) = (Instant::now(), bpf.calls());
+            let step = bpf.forward(token, pos).map_err(internal)?;
+            let mut order: Vec<usize> = (0..step.logits.len()).collect();
+            order.select_nth_unstable_by(4, |&a, &b| step.logits[b].cmp(&step.logits[a]).then(a.cmp(&b)));
+            order.truncate(5);
+            order.sort_by(|&a, &b| step.logits[b].cmp(&step.logits[a]).then(a.cmp(&b)));
+            let top =
+                order.iter().map(|&i| TopLogit { token: i as u32, logit: step.logits[i] as f32 / 65536.0 }).collect();
+            next = step.argmax;
+            if !in_prompt {
+                generated.push(next as u32);
+            }
+            self.event(Event::EbpfToken {
+                pos: pos as u32,
+                token: next as u32,
+                prompt: in_prompt,
+                top,
+                seconds: t.elapsed().as_secs_f64(),
+                calls: (bpf.calls() - calls) as u32,
+            });
+            let spans = bpf.trace.as_mut().map(std::mem::take).unwrap_or_default();
+            self.event(Event::EbpfTrace { pos: pos as u32, spans });
+        }
+        let steps = (positions - 1).max(1) as f64;
+        Ok(Reply::EbpfDone {
+            generated,
+            seconds_per_token: start.elapsed().as_secs_f64() / steps,
+            calls_per_token: (bpf.calls() - calls_start) as f64 / steps,
+        })
+    }
+}
