@@ -49,6 +49,8 @@ test('tabs switch, each says honestly what it is, and a screenshot of each is sa
       await page.waitForSelector('[data-testid=components-page]');
     } else if (tab === 'bitnet') {
       await page.waitForSelector('[data-testid=bitnet-stepper]');
+    } else if (tab === 'ebpf') {
+      await page.waitForSelector('[data-testid=ebpf-tab]');
     } else {
       assert.match(await page.textContent('[data-testid=empty-state]'), /Not built yet/);
     }
@@ -180,6 +182,41 @@ test('BitNet tab: step through TL2 qgemm_lut, outputs within the bound, wasm ben
   assert.deepEqual(bench.map((b) => b.backend), ['scalar', 'simd128']);
   for (const b of bench) assert.ok(b.gws > 0 && b.identical === 'yes', JSON.stringify(b));
   console.log(`# wasm TL1 768x3072: scalar ${bench[0].gws} Gw/s, simd128 ${bench[1].gws} Gw/s (x${bench[1].ratio})`);
+  page.assertNoErrors();
+  await page.close();
+});
+
+test('eBPF tab: a run in the kernel streams tokens, a timeline of BPF calls, totals and verifier counts', async (t) => {
+  const expected = await probe();
+  if (!expected.ebpf.available) {
+    t.skip(`this host cannot load BPF programs: ${expected.ebpf.detail}`);
+    return;
+  }
+  const page = await open(browser, `?token=${TOKEN}`, '#ebpf');
+  await bridgeState(page, 'connected');
+  await page.fill('[data-testid=ebpf-ids]', '7, 300, 12');
+  await page.fill('[data-testid=ebpf-n]', '6');
+  await page.dispatchEvent('[data-testid=ebpf-n]', 'change');
+  await page.click('[data-testid=ebpf-run]');
+  await page.waitForFunction(() => /^done: /.test(document.querySelector('[data-testid=ebpf-summary]').textContent), null, { timeout: 60_000 });
+  const summary = await page.textContent('[data-testid=ebpf-summary]');
+  const calls = Number(/([0-9]+) BPF calls\/token/.exec(summary)[1]);
+  assert.ok(calls > 0, summary);
+  // 3 prompt ids and 6 generated: one token event per position but the last.
+  const tokens = await page.$$eval('[data-testid=ebpf-token]', (ts) => ts.map((t) => t.dataset.prompt));
+  assert.deepEqual(tokens, ['true', 'true', 'false', 'false', 'false', 'false', 'false', 'false']);
+  // The selected position's timeline has one span per BPF call of that token.
+  const spans = await page.$$('[data-testid=timeline-span]');
+  assert.ok(spans.length > 0 && spans.length <= calls, `${spans.length} spans, ${calls} calls`);
+  const ops = await page.$$eval('[data-testid=ebpf-op-total] td:first-child', (tds) => tds.map((t) => t.textContent));
+  assert.ok(ops.includes('attention') && ops.some((o) => o.startsWith('q|k|v')), ops.join());
+  const verifier = await page.$$eval('[data-testid=ebpf-verifier] td:last-child', (tds) => tds.map((t) => Number(t.textContent)));
+  assert.ok(verifier.length >= 6 && verifier.every((n) => n > 0), verifier.join());
+  // Bad input is refused in the page, by name.
+  await page.fill('[data-testid=ebpf-ids]', '7, x');
+  await page.click('[data-testid=ebpf-run]');
+  assert.match(await page.textContent('[data-testid=ebpf-summary]'), /"x" is not a token id/);
+  await page.screenshot({ path: `${SHOTS}/ebpf-run.png`, fullPage: true });
   page.assertNoErrors();
   await page.close();
 });

@@ -120,6 +120,16 @@ impl Bridge {
         bridge
     }
 
+    /// Asks the bridge to stop a running request; its handler then sees a `cancelled` error.
+    pub fn cancel(&self, id: RequestId) {
+        let frame = ClientMessage::Cancel { id }.to_json();
+        self.conn.with_value(|c| {
+            if let Some(c) = c {
+                let _ = c.ws.send_with_str(&frame);
+            }
+        });
+    }
+
     /// Sends a request; `handler` sees its events and its final result or error.
     pub fn request(
         &self,

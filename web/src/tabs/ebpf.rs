@@ -1,6 +1,33 @@
-use super::NotBuilt;
+//! The eBPF tab: a Qwen3 forward pass running in BPF programs inside the host's kernel, driven
+//! through the bridge. Tokens stream in as the kernel chooses them; each position's BPF calls
+//! are shown on a timeline, summed per operator, beside the verifier's statistics.
+
 use crate::bridge::Bridge;
+use crate::components::Timeline;
+use crate::logic::ebpf::{op_totals, parse_ids, timeline_spans};
+use kernels_wasm::protocol::ebpf::{EbpfModel, TopLogit, TraceSpan, VerifierStat};
+use kernels_wasm::protocol::{Event, Reply, Request, RequestId, ServerMessage};
 use leptos::prelude::*;
+
+#[derive(Debug, Clone, PartialEq)]
+struct TokenRow {
+    pos: u32,
+    token: u32,
+    prompt: bool,
+    top: Vec<TopLogit>,
+    seconds: f64,
+    calls: u32,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+struct RunView {
+    running: Option<RequestId>,
+    tokens: Vec<TokenRow>,
+    traces: Vec<Vec<TraceSpan>>,
+    verifier: Vec<VerifierStat>,
+    done: Option<(f64, f64)>,
+    error: Option<String>,
+}
 
 #[component]
 pub fn EbpfTab() -> impl IntoView {
@@ -14,13 +41,212 @@ pub fn EbpfTab() -> impl IntoView {
             None => "No bridge connected: this tab needs native-host (cargo xtask serve).".to_string(),
         })
     };
+    let ids = RwSignal::new("7, 300, 12".to_string());
+    let max_tokens = RwSignal::new(16u32);
+    let seed = RwSignal::new(1u64);
+    let threads = RwSignal::new(2u32);
+    let view_state = RwSignal::new(RunView::default());
+    let selected = RwSignal::new(0usize);
+
+    let start = move |_| {
+        let prompt = match parse_ids(&ids.get_untracked()) {
+            Ok(p) => p,
+            Err(e) => return view_state.set(RunView { error: Some(e), ..RunView::default() }),
+        };
+        let request = Request::EbpfRun {
+            model: EbpfModel::TinyRandom { seed: seed.get_untracked() },
+            prompt,
+            max_tokens: max_tokens.get_untracked(),
+            threads: threads.get_untracked(),
+        };
+        view_state.set(RunView::default());
+        let sent = bridge.request(request, move |m| {
+            let mut finished = false;
+            view_state.update(|v| match m {
+                ServerMessage::Event { event: Event::EbpfVerifier { programs }, .. } => v.verifier = programs.clone(),
+                ServerMessage::Event {
+                    event: Event::EbpfToken { pos, token, prompt, top, seconds, calls }, ..
+                } => v.tokens.push(TokenRow {
+                    pos: *pos,
+                    token: *token,
+                    prompt: *prompt,
+                    top: top.clone(),
+                    seconds: *seconds,
+                    calls: *calls,
+                }),
+                ServerMessage::Event { event: Event::EbpfTrace { spans, .. }, .. } => v.traces.push(spans.clone()),
+                ServerMessage::Result {
+                    result: Reply::EbpfDone { seconds_per_token, calls_per_token, .. }, ..
+                } => {
+                    v.done = Some((*seconds_per_token, *calls_per_token));
+                    v.running = None;
+                    finished = true;
+                }
+                ServerMessage::Error(e) => {
+                    v.error = Some(format!("{:?}: {}", e.code, e.message));
+                    v.running = None;
+                    finished = true;
+                }
+                _ => {}
+            });
+            if let Some(last) = view_state.with_untracked(|v| v.traces.len().checked_sub(1)) {
+                selected.set(last);
+            }
+            finished
+        });
+        match sent {
+            Ok(id) => view_state.update(|v| v.running = Some(id)),
+            Err(e) => view_state.update(|v| v.error = Some(e)),
+        }
+    };
+    let cancel = move |_| {
+        if let Some(id) = view_state.with_untracked(|v| v.running) {
+            bridge.cancel(id);
+        }
+    };
+
+    let spans = Signal::derive(move || {
+        view_state.with(|v| v.traces.get(selected.get()).map(|t| timeline_spans(t)).unwrap_or_default())
+    });
+    let tokens = move || {
+        view_state.with(|v| {
+            v.tokens
+                .iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    let title = format!(
+                        "position {}: {:.1} ms, {} BPF calls; top-5 {}",
+                        t.pos,
+                        t.seconds * 1e3,
+                        t.calls,
+                        t.top.iter().map(|l| format!("{}:{:.3}", l.token, l.logit)).collect::<Vec<_>>().join(" ")
+                    );
+                    view! {
+                        <button
+                            class="token"
+                            class:prompt=t.prompt
+                            class:current=move || selected.get() == i
+                            data-testid="ebpf-token"
+                            data-prompt=t.prompt.to_string()
+                            title=title
+                            on:click=move |_| selected.set(i)
+                        >
+                            {t.token}
+                        </button>
+                    }
+                })
+                .collect_view()
+        })
+    };
+    let totals = move || {
+        view_state.with(|v| {
+            op_totals(v.traces.iter().map(|t| t.as_slice()))
+                .into_iter()
+                .map(|t| {
+                    view! {
+                        <tr data-testid="ebpf-op-total">
+                            <td>{t.op}</td>
+                            <td class="num">{t.calls}</td>
+                            <td class="num">{format!("{:.2}", t.kernel_ns as f64 / 1e6)}</td>
+                            <td class="num">{format!("{:.2}", t.wall_ns as f64 / 1e6)}</td>
+                        </tr>
+                    }
+                })
+                .collect_view()
+        })
+    };
+    let verifier = move || {
+        view_state.with(|v| {
+            v.verifier
+                .iter()
+                .map(|s| view! { <tr data-testid="ebpf-verifier"><td>{s.program.clone()}</td><td class="num">{s.instructions}</td></tr> })
+                .collect_view()
+        })
+    };
+    let top = move || {
+        view_state.with(|v| {
+            v.tokens.get(selected.get()).map(|t| {
+                t.top
+                    .iter()
+                    .map(|l| view! { <li>{format!("token {} — logit {:.4}", l.token, l.logit)}</li> })
+                    .collect_view()
+            })
+        })
+    };
+    let summary = move || {
+        view_state.with(|v| match (&v.error, v.done, v.running) {
+            (Some(e), _, _) => e.clone(),
+            (None, Some((spt, cpt)), _) => format!(
+                "done: {} tokens, {:.2} ms/token, {:.0} BPF calls/token — every multiply ran in the kernel",
+                v.tokens.len(),
+                spt * 1e3,
+                cpt
+            ),
+            (None, None, Some(_)) => format!("running in the kernel… {} positions so far", v.tokens.len()),
+            _ => "not run yet".into(),
+        })
+    };
+
     view! {
-        <NotBuilt issue=4 what="qwen3-ebpf: a Qwen3 forward pass in verified eBPF programs">
-            <p>
-                "Will stream operator traces from the bridge: each matmul, norm, RoPE and attention "
-                "step runs as a BPF program inside the Linux kernel, bit-identical to a Rust golden model."
-            </p>
+        <section class="ebpf" data-testid="ebpf-tab">
+            <h2>"qwen3-ebpf: a Qwen3 forward pass in verified eBPF programs"</h2>
             <p class="host-capability" data-testid="ebpf-host">{host}</p>
-        </NotBuilt>
+            <p class="lede">
+                "Every matrix product, norm, RoPE and attention step runs as a BPF program inside the host's Linux kernel "
+                "(BPF_PROG_TEST_RUN), in Q16/Q24 fixed point, bit-identical to the Rust golden model. The model here is "
+                "the tiny Qwen3 with deterministic random weights: its tokens are not language."
+            </p>
+            <div class="controls">
+                <label>
+                    "prompt token ids "
+                    <input data-testid="ebpf-ids" prop:value=move || ids.get() on:input=move |ev| ids.set(event_target_value(&ev)) />
+                </label>
+                <label>
+                    "tokens "
+                    <input type="number" min="1" max="512" data-testid="ebpf-n" prop:value=move || max_tokens.get().to_string()
+                        on:change=move |ev| { if let Ok(n) = event_target_value(&ev).parse() { max_tokens.set(n) } } />
+                </label>
+                <label>
+                    "seed "
+                    <input type="number" min="0" prop:value=move || seed.get().to_string()
+                        on:change=move |ev| { if let Ok(s) = event_target_value(&ev).parse() { seed.set(s) } } />
+                </label>
+                <label>
+                    "threads "
+                    <select on:change=move |ev| threads.set(if event_target_value(&ev) == "1" { 1 } else { 2 })>
+                        <option value="2">"2"</option>
+                        <option value="1">"1"</option>
+                    </select>
+                </label>
+                <button data-testid="ebpf-run" on:click=start disabled=move || view_state.with(|v| v.running.is_some())>
+                    "run in the kernel"
+                </button>
+                <button data-testid="ebpf-cancel" on:click=cancel disabled=move || view_state.with(|v| v.running.is_none())>
+                    "cancel"
+                </button>
+            </div>
+            <p data-testid="ebpf-summary">{summary}</p>
+            <div class="tokens" data-testid="ebpf-tokens">{tokens}</div>
+            <div class="demo">
+                <h3>{move || format!("BPF calls of position {}", selected.get())}</h3>
+                <Timeline spans=spans label="each BPF call of this token, wall time" />
+                <ul class="top" data-testid="ebpf-top">{top}</ul>
+            </div>
+            <div class="row">
+                <div class="demo">
+                    <h3>"per operator, whole run"</h3>
+                    <table class="outputs">
+                        <thead><tr><th>"operator"</th><th>"calls"</th><th>"kernel ms"</th><th>"wall ms"</th></tr></thead>
+                        <tbody>{totals}</tbody>
+                    </table>
+                </div>
+                <div class="demo">
+                    <h3>"verifier: instructions processed"</h3>
+                    <table class="outputs">
+                        <tbody>{verifier}</tbody>
+                    </table>
+                </div>
+            </div>
+        </section>
     }
 }
