@@ -212,11 +212,11 @@ test('eBPF tab: a run in the kernel streams tokens, a timeline of BPF calls, tot
   assert.ok(ops.includes('attention') && ops.some((o) => o.startsWith('q|k|v')), ops.join());
   const verifier = await page.$$eval('[data-testid=ebpf-verifier] td:last-child', (tds) => tds.map((t) => Number(t.textContent)));
   assert.ok(verifier.length >= 6 && verifier.every((n) => n > 0), verifier.join());
+  await page.screenshot({ path: `${SHOTS}/ebpf-run.png`, fullPage: true });
   // Bad input is refused in the page, by name.
   await page.fill('[data-testid=ebpf-ids]', '7, x');
   await page.click('[data-testid=ebpf-run]');
   assert.match(await page.textContent('[data-testid=ebpf-summary]'), /"x" is not a token id/);
-  await page.screenshot({ path: `${SHOTS}/ebpf-run.png`, fullPage: true });
   page.assertNoErrors();
   await page.close();
 });

@@ -49,6 +49,7 @@ pub fn EbpfTab() -> impl IntoView {
     let selected = RwSignal::new(0usize);
 
     let start = move |_| {
+        selected.set(0);
         let prompt = match parse_ids(&ids.get_untracked()) {
             Ok(p) => p,
             Err(e) => return view_state.set(RunView { error: Some(e), ..RunView::default() }),
