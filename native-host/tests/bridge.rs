@@ -500,3 +500,62 @@ async fn ebpf_runs_stream_tokens_and_traces() {
     assert_eq!(tokens, golden);
     assert_alive(&mut ws, 9).await;
 }
+
+/// Cancelling a run ends it with `cancelled` and frees the kernel maps for the next run.
+#[tokio::test]
+async fn a_cancelled_ebpf_run_releases_the_kernel() {
+    use kernels_wasm::protocol::ebpf::EbpfModel;
+    if !native_host::probe::ebpf().available {
+        eprintln!("SKIPPED: {}", native_host::probe::ebpf().detail);
+        return;
+    }
+    let server = start("ebpf-cancel");
+    let mut ws = connect(&server).await;
+    let run = |max_tokens| Request::EbpfRun { model: EbpfModel::TinyRandom { seed: 1 }, prompt: vec![1], max_tokens, threads: 1 };
+    request(&mut ws, 1, run(512)).await;
+    loop {
+        match recv(&mut ws).await {
+            ServerMessage::Event { id: 1, event: Event::EbpfToken { .. } } => break,
+            ServerMessage::Event { id: 1, .. } => continue,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    send(&mut ws, &ClientMessage::Cancel { id: 1 }).await;
+    loop {
+        match recv(&mut ws).await {
+            ServerMessage::Event { id: 1, .. } => continue,
+            m => {
+                assert_eq!(error_of(m).1, ErrorCode::Cancelled);
+                break;
+            }
+        }
+    }
+    // The run's thread notices at its next token and drops its programs and maps; a new run
+    // then gets the kernel (busy only in that short window).
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut id = 10;
+    loop {
+        request(&mut ws, id, run(1)).await;
+        let mut outcome = None;
+        while outcome.is_none() {
+            match recv(&mut ws).await {
+                ServerMessage::Event { .. } => {}
+                ServerMessage::Result { id: got, result: Reply::EbpfDone { generated, .. } } if got == id => {
+                    outcome = Some(Ok(generated))
+                }
+                m => outcome = Some(Err(error_of(m).1)),
+            }
+        }
+        match outcome {
+            Some(Ok(generated)) => {
+                assert_eq!(generated.len(), 1);
+                break;
+            }
+            Some(Err(ErrorCode::Busy)) if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                id += 1;
+            }
+            other => panic!("the kernel was not released: {other:?}"),
+        }
+    }
+}
