@@ -127,6 +127,7 @@ pub fn run_model(args: ModelArgs) -> Result<()> {
         println!("verifier: {program:<18} {} instructions", insns.map(|n| n.to_string()).unwrap_or_else(|| "?".into()));
     }
     let (mut token, mut cache) = (1usize, Cache::default());
+    let mut fed = Vec::new();
     let (mut kernel_time, mut golden_time) = (Duration::ZERO, Duration::ZERO);
     println!("{:>4} {:>7} {:>10} {:>12} {:>10}", "pos", "token", "s/token", "golden s", "bpf calls");
     for pos in 0..n {
@@ -134,6 +135,7 @@ pub fn run_model(args: ModelArgs) -> Result<()> {
         let t = Instant::now();
         let step = bpf.forward(token, pos)?;
         let kt = t.elapsed();
+        fed.push(token);
         let t = Instant::now();
         let golden = model.forward(token, pos, &mut cache);
         let gt = t.elapsed();
@@ -151,12 +153,26 @@ pub fn run_model(args: ModelArgs) -> Result<()> {
         golden_time += gt;
         token = step.argmax;
     }
+    let calls_per_token = bpf.calls() / n as u64;
+    // The same tokens again with every BPF call traced (positions are rewritten in order, so the
+    // cache is valid): what the bridge's trace events cost.
+    bpf.trace = Some(Vec::new());
+    let t = Instant::now();
+    for (pos, &tok) in fed.iter().enumerate() {
+        bpf.forward(tok, pos)?;
+    }
+    let traced = t.elapsed();
+    println!(
+        "tracing every BPF call: {:.3} s/token, {:+.1} % against untraced",
+        traced.as_secs_f64() / n as f64,
+        (traced.as_secs_f64() / kernel_time.as_secs_f64() - 1.0) * 100.0
+    );
     println!(
         "mean: {:.3} s/token in the kernel ({} threads), {:.3} s/token golden model in userspace (1 thread), {} bpf calls/token; logits identical at every step",
         kernel_time.as_secs_f64() / n as f64,
         bpf.threads,
         golden_time.as_secs_f64() / n as f64,
-        bpf.calls() / n as u64
+        calls_per_token
     );
     Ok(())
 }
