@@ -459,8 +459,15 @@ async fn ebpf_runs_stream_tokens_and_traces() {
                 // The first run now holds the maps: a second one must be refused.
                 request(&mut ws, 5, run(vec![1], 1, tiny.clone())).await;
             }
-            ServerMessage::Event { id: 4, event: Event::EbpfToken { prompt: in_prompt, token, calls, top, .. } } => {
+            ServerMessage::Event {
+                id: 4,
+                event: Event::EbpfToken { prompt: in_prompt, token, calls, top, reference_top, .. },
+            } => {
                 assert_eq!(top[0].token, token);
+                // The f32 reference beside it: the same largest logit, within the golden model's
+                // error (see qwen3::reference).
+                assert_eq!(reference_top.len(), 5);
+                assert!((top[0].logit - reference_top[0].logit).abs() < 0.05, "{top:?} vs {reference_top:?}");
                 assert!(calls > 0);
                 if !in_prompt {
                     tokens.push(token);
@@ -511,7 +518,12 @@ async fn a_cancelled_ebpf_run_releases_the_kernel() {
     }
     let server = start("ebpf-cancel");
     let mut ws = connect(&server).await;
-    let run = |max_tokens| Request::EbpfRun { model: EbpfModel::TinyRandom { seed: 1 }, prompt: vec![1], max_tokens, threads: 1 };
+    let run = |max_tokens| Request::EbpfRun {
+        model: EbpfModel::TinyRandom { seed: 1 },
+        prompt: vec![1],
+        max_tokens,
+        threads: 1,
+    };
     request(&mut ws, 1, run(512)).await;
     loop {
         match recv(&mut ws).await {

@@ -208,6 +208,10 @@ test('eBPF tab: a run in the kernel streams tokens, a timeline of BPF calls, tot
   // The selected position's timeline has one span per BPF call of that token.
   const spans = await page.$$('[data-testid=timeline-span]');
   assert.ok(spans.length > 0 && spans.length <= calls, `${spans.length} spans, ${calls} calls`);
+  // The kernel's top-5 beside the f32 reference's; the largest logits agree to the golden model's error.
+  const top = await page.$$eval('[data-testid=ebpf-top-row]', (rows) => rows.map((r) => [...r.children].map((c) => Number(c.textContent))));
+  assert.equal(top.length, 5);
+  assert.ok(Math.abs(top[0][1] - top[0][3]) < 0.05, JSON.stringify(top));
   const ops = await page.$$eval('[data-testid=ebpf-op-total] td:first-child', (tds) => tds.map((t) => t.textContent));
   assert.ok(ops.includes('attention') && ops.some((o) => o.startsWith('q|k|v')), ops.join());
   const verifier = await page.$$eval('[data-testid=ebpf-verifier] td:last-child', (tds) => tds.map((t) => Number(t.textContent)));

@@ -166,7 +166,10 @@ pub enum Event {
         pos: u32,
         token: u32,
         prompt: bool,
+        /// The kernel's five largest logits.
         top: Vec<ebpf::TopLogit>,
+        /// The f32 reference forward pass's five largest, for comparison.
+        reference_top: Vec<ebpf::TopLogit>,
         seconds: f64,
         calls: u32,
     },

@@ -9,7 +9,8 @@ use crate::ebpf::hf;
 use crate::files::Roots;
 use kernels_wasm::protocol::ebpf::{EbpfModel, TopLogit, VerifierStat, MAX_EBPF_PROMPT, MAX_EBPF_TOKENS};
 use kernels_wasm::protocol::{ErrorCode, Event, FileRoot, Reply, RequestId, ServerMessage};
-use kernels_wasm::qwen3::model::{Config, Model};
+use kernels_wasm::qwen3::model::{Config, FloatModel, Model};
+use kernels_wasm::qwen3::reference::{top_k, Reference};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -62,14 +63,15 @@ impl Run {
                 message: format!("this host cannot load BPF programs: {}", probe.detail),
             });
         }
-        let model = match model {
-            EbpfModel::TinyRandom { seed } => Model::from_float(Config::TINY, &Model::random_float(Config::TINY, seed))
-                .map_err(|e| bad(e.to_string()))?,
+        let (config, float): (Config, FloatModel) = match model {
+            EbpfModel::TinyRandom { seed } => (Config::TINY, Model::random_float(Config::TINY, seed)),
             EbpfModel::Dir { path } => {
                 let dir = self.roots.resolve(FileRoot::Models, &path)?;
-                hf::load(&dir).map_err(|e| bad(e.to_string()))?
+                hf::load_float(&dir).map_err(|e| bad(e.to_string()))?
             }
         };
+        let model = Model::from_float(config, &float).map_err(|e| bad(e.to_string()))?;
+        let mut reference = Reference::new(config, &float);
         if let Some(t) = prompt.iter().find(|&&t| t as usize >= model.config.vocab) {
             return Err(bad(format!("prompt token {t} is outside the vocabulary of {} tokens", model.config.vocab)));
         }
@@ -97,6 +99,9 @@ impl Run {
             let token = if pos < prompt.len() { prompt[pos] as usize } else { next };
             let (t, calls) = (Instant::now(), bpf.calls());
             let step = bpf.forward(token, pos).map_err(internal)?;
+            let ref_logits = reference.forward(token);
+            let reference_top =
+                top_k(&ref_logits, 5).into_iter().map(|i| TopLogit { token: i as u32, logit: ref_logits[i] }).collect();
             let mut order: Vec<usize> = (0..step.logits.len()).collect();
             order.select_nth_unstable_by(4, |&a, &b| step.logits[b].cmp(&step.logits[a]).then(a.cmp(&b)));
             order.truncate(5);
@@ -112,6 +117,7 @@ impl Run {
                 token: next as u32,
                 prompt: in_prompt,
                 top,
+                reference_top,
                 seconds: t.elapsed().as_secs_f64(),
                 calls: (bpf.calls() - calls) as u32,
             });

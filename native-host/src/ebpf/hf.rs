@@ -125,6 +125,12 @@ pub fn f16_to_f32(h: u16) -> f32 {
 
 /// Loads a Qwen3 directory into the golden model's fixed point.
 pub fn load(dir: &Path) -> Result<Model, ModelError> {
+    let (config, float) = load_float(dir)?;
+    Ok(Model::from_float(config, &float)?)
+}
+
+/// Loads a Qwen3 directory as f32 tensors (what the f32 reference runs on).
+pub fn load_float(dir: &Path) -> Result<(Config, FloatModel), ModelError> {
     let config = read_config(dir)?;
     let shards = read_shards(dir)?;
     let mut views: HashMap<String, TensorView<'_>> = HashMap::new();
@@ -161,7 +167,7 @@ pub fn load(dir: &Path) -> Result<Model, ModelError> {
         layers,
         final_norm: get("model.norm.weight".into(), &[c.hidden])?,
     };
-    Ok(Model::from_float(config, &float)?)
+    Ok((config, float))
 }
 
 /// f32 → BF16 bits, round to nearest even (NaN stays NaN).

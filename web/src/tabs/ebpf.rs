@@ -15,6 +15,7 @@ struct TokenRow {
     token: u32,
     prompt: bool,
     top: Vec<TopLogit>,
+    reference_top: Vec<TopLogit>,
     seconds: f64,
     calls: u32,
 }
@@ -66,12 +67,14 @@ pub fn EbpfTab() -> impl IntoView {
             view_state.update(|v| match m {
                 ServerMessage::Event { event: Event::EbpfVerifier { programs }, .. } => v.verifier = programs.clone(),
                 ServerMessage::Event {
-                    event: Event::EbpfToken { pos, token, prompt, top, seconds, calls }, ..
+                    event: Event::EbpfToken { pos, token, prompt, top, reference_top, seconds, calls },
+                    ..
                 } => v.tokens.push(TokenRow {
                     pos: *pos,
                     token: *token,
                     prompt: *prompt,
                     top: top.clone(),
+                    reference_top: reference_top.clone(),
                     seconds: *seconds,
                     calls: *calls,
                 }),
@@ -169,7 +172,17 @@ pub fn EbpfTab() -> impl IntoView {
             v.tokens.get(selected.get()).map(|t| {
                 t.top
                     .iter()
-                    .map(|l| view! { <li>{format!("token {} — logit {:.4}", l.token, l.logit)}</li> })
+                    .zip(t.reference_top.iter())
+                    .map(|(k, r)| {
+                        view! {
+                            <tr data-testid="ebpf-top-row">
+                                <td>{k.token}</td>
+                                <td class="num">{format!("{:.4}", k.logit)}</td>
+                                <td>{r.token}</td>
+                                <td class="num">{format!("{:.4}", r.logit)}</td>
+                            </tr>
+                        }
+                    })
                     .collect_view()
             })
         })
@@ -231,7 +244,17 @@ pub fn EbpfTab() -> impl IntoView {
             <div class="demo">
                 <h3>{move || format!("BPF calls of position {}", selected.get())}</h3>
                 <Timeline spans=spans label="each BPF call of this token, wall time" />
-                <ul class="top" data-testid="ebpf-top">{top}</ul>
+                <table class="outputs" data-testid="ebpf-top">
+                    <thead>
+                        <tr>
+                            <th>"kernel token"</th>
+                            <th>"logit"</th>
+                            <th>"f32 reference token"</th>
+                            <th>"logit"</th>
+                        </tr>
+                    </thead>
+                    <tbody>{top}</tbody>
+                </table>
             </div>
             <div class="row">
                 <div class="demo">
