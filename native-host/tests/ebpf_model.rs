@@ -120,6 +120,26 @@ fn the_run_cli_streams_tokens_and_says_where_it_ran() {
     } else {
         eprintln!("SKIPPED the text prompts: SUBSTRATES_QWEN3_TOKENIZER not set (cargo xtask test sets it)");
     }
+    // Logits and the trace, written as JSON lines.
+    if native_host::probe::ebpf().available {
+        let (logits, trace) = (dir.join("logits.jsonl"), dir.join("trace.jsonl"));
+        let dumped = Command::new(env!("CARGO_BIN_EXE_native-host"))
+            .args(["ebpf", "run", "--ids", "1,2", "-n", "2", "--model"])
+            .arg(&dir)
+            .arg("--dump-logits")
+            .arg(&logits)
+            .arg("--trace")
+            .arg(&trace)
+            .output()
+            .unwrap();
+        assert!(dumped.status.success(), "{}", String::from_utf8_lossy(&dumped.stderr));
+        let lines: Vec<serde_json::Value> =
+            std::fs::read_to_string(&logits).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(lines.len(), 3); // 2 prompt positions + 1 more generated position
+        assert_eq!(lines[0]["logits"].as_array().unwrap().len(), Config::TINY.vocab);
+        let traces = std::fs::read_to_string(&trace).unwrap();
+        assert!(traces.lines().all(|l| l.contains("\"op\":\"attention\"")), "{traces}");
+    }
     let bad = run(&["--ids", "5000"]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("outside the vocabulary"));

@@ -35,6 +35,12 @@ pub struct RunArgs {
     /// Run the golden model in userspace instead of the kernel (labelled as such).
     #[arg(long)]
     userspace: bool,
+    /// Write every position's logits here, one JSON line each: {"pos", "token", "logits": [...]}.
+    #[arg(long, value_name = "FILE")]
+    dump_logits: Option<PathBuf>,
+    /// Write every BPF call here, one JSON line per position: {"pos", "spans": [...]}.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
 }
 
 pub fn run(mut args: RunArgs) -> Result<()> {
@@ -81,11 +87,35 @@ pub fn run(mut args: RunArgs) -> Result<()> {
         Some(BpfModel::load(&model, positions, args.threads)?)
     };
     let mut cache = Cache::default();
+    let create = |p: &Option<PathBuf>| -> Result<Option<std::io::BufWriter<std::fs::File>>> {
+        p.as_ref()
+            .map(|p| {
+                std::fs::File::create(p)
+                    .map(std::io::BufWriter::new)
+                    .with_context(|| format!("creating {}", p.display()))
+            })
+            .transpose()
+    };
+    let (mut logits_out, mut trace_out) = (create(&args.dump_logits)?, create(&args.trace)?);
+    if trace_out.is_some() {
+        match bpf.as_mut() {
+            Some(b) => b.trace = Some(Vec::new()),
+            None => bail!("--trace records BPF calls: it cannot be combined with --userspace"),
+        }
+    }
     let mut forward = |bpf: &mut Option<BpfModel>, token: usize, pos: usize| -> Result<usize> {
-        Ok(match bpf.as_mut() {
-            Some(b) => b.forward(token, pos)?.argmax,
-            None => model.forward(token, pos, &mut cache).argmax,
-        })
+        let step = match bpf.as_mut() {
+            Some(b) => b.forward(token, pos)?,
+            None => model.forward(token, pos, &mut cache),
+        };
+        if let Some(f) = logits_out.as_mut() {
+            let logits: Vec<f32> = step.logits.iter().map(|&v| v as f32 / 65536.0).collect();
+            writeln!(f, "{}", serde_json::json!({ "pos": pos, "token": token, "logits": logits }))?;
+        }
+        if let (Some(f), Some(spans)) = (trace_out.as_mut(), bpf.as_ref().and_then(|b| b.trace.as_ref())) {
+            writeln!(f, "{}", serde_json::json!({ "pos": pos, "spans": spans }))?;
+        }
+        Ok(step.argmax)
     };
     let start = Instant::now();
     let mut next = 0;
