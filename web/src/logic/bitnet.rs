@@ -67,6 +67,10 @@ pub struct Problem {
     pub packed: Packed,
     /// `None` for shapes above [`MAX_STEP_WEIGHTS`].
     pub trace: Option<Trace>,
+    /// The scalar kernel's `y = W·x`, computed once for every view that shows it.
+    pub output: Vec<f32>,
+    /// The f32 reference: the same ternary weights and scale times the unquantised `x`, in f64.
+    pub reference: Vec<f32>,
 }
 
 impl Problem {
@@ -92,7 +96,12 @@ impl Problem {
             Packed::Tl2(p, t) => Trace::tl2(p, t),
             Packed::I2s(p) => Trace::i2s(p, &acts.q),
         });
-        Ok(Problem { format, m, k, weights, x, acts, packed, trace })
+        let reference = reference(&weights, &x);
+        let mut p = Problem { format, m, k, weights, x, acts, packed, trace, output: vec![0f32; m], reference };
+        let mut output = vec![0f32; m];
+        p.run(Backend::Scalar, &mut output)?;
+        p.output = output;
+        Ok(p)
     }
 
     /// `y = W·x` by the kernel on `backend`.
@@ -104,14 +113,13 @@ impl Problem {
         }
     }
 
-    /// The f32 reference: the same ternary weights and scale times the unquantised `x`, in f64.
-    pub fn reference(&self) -> Vec<f32> {
-        (0..self.m)
-            .map(|r| {
-                let dot: f64 = self.weights.row(r).iter().zip(&self.x).map(|(&w, &v)| w as f64 * v as f64).sum();
-                (dot * self.weights.scale as f64) as f32
-            })
-            .collect()
+    /// What a lookup's table is built from: an activation triplet (TL2 outside the tail) or pair.
+    pub fn group_kind(&self, l: &Lookup) -> &'static str {
+        if self.format == Format::Tl2 && !l.tail {
+            "triplet"
+        } else {
+            "pair"
+        }
     }
 
     /// The largest error activation quantisation can cause in row `r`: each int8 is within half
@@ -189,6 +197,15 @@ impl Problem {
     }
 }
 
+fn reference(weights: &TernaryMatrix, x: &[f32]) -> Vec<f32> {
+    (0..weights.rows)
+        .map(|r| {
+            let dot: f64 = weights.row(r).iter().zip(x).map(|(&w, &v)| w as f64 * v as f64).sum();
+            (dot * weights.scale as f64) as f32
+        })
+        .collect()
+}
+
 /// One table entry, as stored (split into low and high bytes) and as formed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TableEntry {
@@ -242,7 +259,8 @@ mod tests {
                 let p = Problem::new(format, 64, 256, source, 7).unwrap();
                 let mut y = vec![0f32; 64];
                 p.run(Backend::Scalar, &mut y).unwrap();
-                for (r, (y, reference)) in y.iter().zip(p.reference()).enumerate() {
+                assert_eq!(y, p.output);
+                for (r, (y, &reference)) in y.iter().zip(&p.reference).enumerate() {
                     assert!((y - reference).abs() <= p.error_bound(r) * 1.001 + 1e-5, "{format:?} row {r}");
                 }
                 // The trace ends at the kernel's accumulators.

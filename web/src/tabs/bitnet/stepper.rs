@@ -81,7 +81,7 @@ pub fn Stepper(problem: Arc<Problem>) -> impl IntoView {
                 StepKind::Lookup { byte_offset, byte, lookups } => {
                     let what = |i: usize| {
                         let l = &lookups[i];
-                        let kind = if p.format == crate::logic::bitnet::Format::Tl2 && !l.tail { "triplet" } else { "pair" };
+                        let kind = p.group_kind(l);
                         let sign = if l.negate { ", sign bit set: negated" } else { "" };
                         format!(
                             "{} nibble {} → table of {kind} {} (columns {}–{}), entry {}{sign}: {:+}",
@@ -129,8 +129,7 @@ pub fn Stepper(problem: Arc<Problem>) -> impl IntoView {
             StepKind::Lookup { lookups, .. } => lookups
                 .iter()
                 .map(|l| {
-                    let kind =
-                        if p.format == crate::logic::bitnet::Format::Tl2 && !l.tail { "triplet" } else { "pair" };
+                    let kind = p.group_kind(l);
                     let title = format!(
                         "table of {kind} {} (int8 activations at columns {}–{})",
                         l.group,
@@ -155,9 +154,6 @@ pub fn Stepper(problem: Arc<Problem>) -> impl IntoView {
     };
     let outputs = {
         let p = problem.clone();
-        let reference = p.reference();
-        let mut y = vec![0f32; m];
-        let ran = p.run(kernels_wasm::bitnet::backend::Backend::Scalar, &mut y).is_ok();
         move || {
             let st = state.get();
             let done = position.get() + 1 >= steps;
@@ -169,8 +165,8 @@ pub fn Stepper(problem: Arc<Problem>) -> impl IntoView {
                         <tr class:current=move || current.with(|s| s.row == r) data-row=r>
                             <td>{r}</td>
                             <td class="num" data-testid="out-acc">{st.acc[r]}</td>
-                            <td class="num" data-testid="out-y">{if done && ran { format!("{:.5}", y[r]) } else { format!("({y_now:.5})") }}</td>
-                            <td class="num" data-testid="out-ref">{format!("{:.5}", reference[r])}</td>
+                            <td class="num" data-testid="out-y">{if done { format!("{:.5}", p.output[r]) } else { format!("({y_now:.5})") }}</td>
+                            <td class="num" data-testid="out-ref">{format!("{:.5}", p.reference[r])}</td>
                             <td class="num" data-testid="out-bound">{format!("{bound:.5}")}</td>
                         </tr>
                     }
