@@ -56,13 +56,7 @@ impl Run {
         let Ok(_held) = self.lock.try_lock() else {
             return Err(Failure { code: ErrorCode::Busy, message: "another eBPF run holds the kernel maps".into() });
         };
-        let probe = crate::probe::ebpf();
-        if !probe.available {
-            return Err(Failure {
-                code: ErrorCode::Io,
-                message: format!("this host cannot load BPF programs: {}", probe.detail),
-            });
-        }
+        crate::ebpf::require_kernel().map_err(|e| Failure { code: ErrorCode::Io, message: e.to_string() })?;
         let (config, float): (Config, FloatModel) = match model {
             EbpfModel::TinyRandom { seed } => (Config::TINY, Model::random_float(Config::TINY, seed)),
             EbpfModel::Dir { path } => {

@@ -77,13 +77,7 @@ pub fn run(mut args: RunArgs) -> Result<()> {
         eprintln!("USERSPACE: the golden model runs in this process; nothing runs in the kernel");
         None
     } else {
-        let probe = crate::probe::ebpf();
-        if !probe.available {
-            bail!(
-                "this host cannot load BPF programs ({}); use --userspace to run the golden model instead",
-                probe.detail
-            );
-        }
+        super::require_kernel().context("use --userspace to run the golden model instead")?;
         Some(BpfModel::load(&model, positions, args.threads)?)
     };
     let mut cache = Cache::default();

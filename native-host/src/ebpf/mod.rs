@@ -15,6 +15,8 @@ pub mod tokenize;
 /// What went wrong on the way into the kernel, named precisely (never a silent fallback).
 #[derive(Debug, thiserror::Error)]
 pub enum EbpfError {
+    #[error("this host cannot load BPF programs: {detail}")]
+    Unavailable { detail: String },
     #[error("loading BPF program {program}: {source} (EPERM: bpf() is not allowed here, it needs CAP_BPF and CAP_PERFMON or CAP_SYS_ADMIN; EINVAL/EACCES/E2BIG/ENOMEM: the kernel's verifier refused it, its log is printed above; bpf_loop needs kernel ≥ 5.17)")]
     Load { program: &'static str, source: libbpf_rs::Error },
     #[error("BPF program {program} has no map {map:?}")]
@@ -27,4 +29,14 @@ pub enum EbpfError {
     Incomplete { program: &'static str, retval: u32 },
     #[error("{what}: expected {expected} values, got {got}")]
     Shape { what: &'static str, expected: usize, got: usize },
+}
+
+/// `Ok` if this host can load BPF programs (the capability probe), else what is missing.
+pub fn require_kernel() -> Result<(), EbpfError> {
+    let probe = crate::probe::ebpf();
+    if probe.available {
+        Ok(())
+    } else {
+        Err(EbpfError::Unavailable { detail: probe.detail })
+    }
 }

@@ -34,10 +34,7 @@ fn median(mut v: Vec<Duration>) -> Duration {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let probe = crate::probe::ebpf();
-    if !probe.available {
-        bail!("this host cannot load BPF programs ({}); nothing to measure", probe.detail);
-    }
+    super::require_kernel().context("nothing to measure")?;
     let iters = args.iters.max(1);
     println!("qwen3_matvec on Qwen3-0.6B shapes; median of {iters}; wall includes the syscalls and thread start");
     println!(
@@ -111,10 +108,7 @@ pub fn run_model(args: ModelArgs) -> Result<()> {
     use kernels_wasm::qwen3::model::{Cache, Config, Model};
     let config = Config::named(&args.shape)
         .ok_or_else(|| anyhow::anyhow!("--shape {:?}: give tiny or qwen3-0.6b", args.shape))?;
-    let probe = crate::probe::ebpf();
-    if !probe.available {
-        bail!("this host cannot load BPF programs ({}); nothing to measure", probe.detail);
-    }
+    super::require_kernel().context("nothing to measure")?;
     let n = args.tokens.clamp(1, 4096);
     let t = Instant::now();
     eprintln!("generating {} random weights ({:?})…", args.shape, config);
