@@ -13,13 +13,16 @@ use super::ops::{At, KvShape, Ops, Prep, Qkv};
 use super::EbpfError;
 use kernels_wasm::protocol::ebpf::TraceSpan;
 use kernels_wasm::qwen3::model::{rope_tables, Config, Model, Step};
+use std::sync::Arc;
 use std::time::Instant;
 
 pub struct BpfModel {
     pub config: Config,
     embed: Vec<i32>,
-    norms: Vec<[Vec<i32>; 4]>,
-    final_norm: Vec<i32>,
+    /// Per layer: input, q, k and post-attention norm scales. Shared (`Arc`), so a token borrows
+    /// them while `self`'s programs run without copying them.
+    norms: Vec<Arc<[Vec<i32>; 4]>>,
+    final_norm: Arc<Vec<i32>>,
     by_hidden: Matvec,
     by_heads: Matvec,
     by_inter: Matvec,
@@ -59,9 +62,9 @@ impl BpfModel {
             norms: m
                 .layers
                 .iter()
-                .map(|l| [l.input_norm.clone(), l.q_norm.clone(), l.k_norm.clone(), l.post_norm.clone()])
+                .map(|l| Arc::new([l.input_norm.clone(), l.q_norm.clone(), l.k_norm.clone(), l.post_norm.clone()]))
                 .collect(),
-            final_norm: m.final_norm.clone(),
+            final_norm: Arc::new(m.final_norm.clone()),
             by_hidden,
             by_heads,
             by_inter,
@@ -141,13 +144,14 @@ impl BpfModel {
         let mut o = vec![0; c.hidden];
         let mut act = vec![0; c.intermediate];
         for layer in 0..c.layers {
-            let [input_norm, q_norm, k_norm, post_norm] = self.norms[layer].clone();
-            let fuse = Fuse { prenorm: Some(&input_norm), ..Fuse::default() };
+            let norms = Arc::clone(&self.norms[layer]);
+            let [input_norm, q_norm, k_norm, post_norm] = &*norms;
+            let fuse = Fuse { prenorm: Some(input_norm), ..Fuse::default() };
             self.matvec("q|k|v + input norm", Some(layer), 0, &x, layer * per_layer, &mut qkv, fuse)?;
             let (q, kv) = qkv.split_at_mut(c.q_rows());
             let (k, v) = kv.split_at_mut(c.kv_rows());
             // QK-norm, RoPE, caching this token's K/V and attending: one call.
-            let prep = Prep { q_norm: &q_norm, k_norm: &k_norm, cos: &cos, sin: &sin };
+            let prep = Prep { q_norm, k_norm, cos: &cos, sin: &sin };
             let (start, kernel_before) = (Instant::now(), self.ops.kernel_ns);
             self.ops.attention_with(At { layer, pos }, c.heads, Qkv { q, k, v }, Some(prep), &mut attn)?;
             self.record("attention", Some(layer), c.q_rows(), self.ops.kernel_ns - kernel_before, start);
@@ -155,7 +159,7 @@ impl BpfModel {
             self.matvec("o + residual", Some(layer), 1, &attn, layer * c.hidden, &mut o, fuse)?;
             std::mem::swap(&mut x, &mut o);
 
-            let fuse = Fuse { prenorm: Some(&post_norm), glu: true, ..Fuse::default() };
+            let fuse = Fuse { prenorm: Some(post_norm), glu: true, ..Fuse::default() };
             self.matvec(
                 "gate|up + norm + SiLU·up",
                 Some(layer),
@@ -170,7 +174,7 @@ impl BpfModel {
             std::mem::swap(&mut x, &mut o);
         }
         let mut logits = vec![0; c.vocab];
-        let final_norm = self.final_norm.clone();
+        let final_norm = Arc::clone(&self.final_norm);
         let fuse = Fuse { prenorm: Some(&final_norm), ..Fuse::default() };
         let argmax =
             self.matvec("vocab + final norm + argmax", None, 0, &x, c.layers * per_layer, &mut logits, fuse)?;
