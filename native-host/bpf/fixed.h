@@ -3,8 +3,6 @@
 #ifndef SUBSTRATES_FIXED_H
 #define SUBSTRATES_FIXED_H
 
-#define EPS_Q32 4295 /* rms_norm_eps 1e-6 in Q32 */
-
 /* Newton: 24 steps from 2^20, the low bit forced to 1 after each (never 0). */
 static __always_inline __u64 isqrt(__u64 v)
 {

@@ -11,7 +11,7 @@
 
 /* args.flags: what the call fuses around the product. */
 #define PRENORM 1  /* x := RMSNorm(x) with `nw` first (each thread into its own x slot) */
-#define RESIDUAL 2 /* y := res + W·x (wrapping s32): the residual add of o and down */
+#define RESIDUAL 2 /* y := res + W·x (wrapping s32): the residual add of o and down, q|k|v's bias */
 #define GLU 4      /* rows come in (gate, up) pairs: y[pair] := silu(gate) · up, at base + pair */
 
 const volatile __u32 COLS = 1;
@@ -23,7 +23,8 @@ struct args {
 	__u32 best_row;
 	__u32 flags;
 	__u32 base;     /* GLU: the first row of the matrix (outputs go to base + pair) */
-	__u32 pad[2];
+	__u32 zero;     /* always 0 (an initial value the verifier cannot see through) */
+	__u32 eps;      /* PRENORM: rms_norm_eps in Q32 (4295 = Qwen3's 1e-6) */
 };
 
 struct {
@@ -114,7 +115,7 @@ static long scale(__u32 j, struct norm_ctx *nc)
 }
 
 /* x[1 + slot] := RMSNorm(x[0]) with nw; the same arithmetic as qwen3_rms_norm. */
-static __always_inline int prenorm(__u32 slot, __u64 zero)
+static __always_inline int prenorm(__u32 slot, __u64 zero, __u64 eps)
 {
 	__u32 k0 = 0, k1 = 1 + slot;
 	struct norm_ctx nc = {};
@@ -127,7 +128,7 @@ static __always_inline int prenorm(__u32 slot, __u64 zero)
 	nc.sum = zero;
 	if (bpf_loop(n, sum_squares, &nc, 0) != n)
 		return 0;
-	nc.inv = (1ULL << 32) / isqrt(nc.sum / n + EPS_Q32);
+	nc.inv = (1ULL << 32) / isqrt(nc.sum / n + eps);
 	return bpf_loop(n, scale, &nc, 0) == n;
 }
 
@@ -188,7 +189,7 @@ int qwen3_matvec(struct __sk_buff *skb)
 		return 0;
 	struct loop_ctx ctx = { .first = a->first, .flags = a->flags, .base = a->base };
 	if (a->flags & PRENORM) {
-		if (slot > 1 || !prenorm(slot, a->pad[0]))
+		if (slot > 1 || !prenorm(slot, a->zero, a->eps))
 			return 0;
 		ctx.xkey = 1 + slot;
 	}

@@ -7,9 +7,10 @@
 #include "fixed.h"
 
 #define MAXV 4096 /* longest vector: max(hidden, intermediate, heads·128) of Qwen3-0.6B is 3072 */
-#define HD 128    /* head_dim */
+#define HD 128    /* the largest head_dim; work.hd is the model's (128 Qwen3, 64 llama) */
 #define M (MAXV - 1)
-#define PREP 1
+#define ROPE 1   /* attention: RoPE q and k first */
+#define QKNORM 2 /* attention: QK-norm q and k (before RoPE) */
 
 struct work {
 	__u32 n;        /* vector length */
@@ -20,8 +21,11 @@ struct work {
 	__u32 slot0;    /* attention: KV slot of (position 0, KV head 0) of this layer */
 	__u32 stride;   /* attention: slots between consecutive positions */
 	__u32 zero;     /* always 0: an initial value the verifier cannot see through (see below) */
-	__u32 flags;    /* attention: PREP = QK-norm (w[0..128] for q, w[128..256] for k) and RoPE first */
-	__u32 pad[7];
+	__u32 flags;    /* attention: ROPE, QKNORM (scales: w[0..hd] for q, w[hd..2hd] for k) */
+	__u32 hd;       /* head_dim, even, ≤ HD */
+	__u32 scale;    /* attention: 1/√hd in Q16 (5793 for 128) */
+	__u32 eps;      /* rms_norm_eps in Q32 (4295 = 1e-6) */
+	__u32 pad[4];
 	__s32 a[MAXV];
 	__s32 b[MAXV];
 	__s32 c[MAXV];
@@ -91,13 +95,13 @@ static long scale(__u32 j, struct norm_ctx *nc)
 }
 
 /* RMSNorm of vec[base .. base + len) with scales w[wbase ..]. */
-static __always_inline long norm_range(__s32 *vec, __s32 *w, __u32 base, __u32 len, __u32 wbase, __u64 zero)
+static __always_inline long norm_range(struct work *wk, __s32 *vec, __u32 base, __u32 len, __u32 wbase)
 {
-	struct norm_ctx nc = { .vec = vec, .w = w, .base = base, .wbase = wbase };
-	nc.sum = zero;
+	struct norm_ctx nc = { .vec = vec, .w = wk->w, .base = base, .wbase = wbase };
+	nc.sum = wk->zero;
 	if (len > MAXV || bpf_loop(len, sum_squares, &nc, 0) != len)
 		return 1;
-	__u64 mean = nc.sum / (len ? len : 1) + EPS_Q32;
+	__u64 mean = nc.sum / (len ? len : 1) + wk->eps;
 	nc.inv = (1ULL << 32) / isqrt(mean);
 	return bpf_loop(len, scale, &nc, 0) == len ? 0 : 1;
 }
@@ -106,7 +110,7 @@ static long norm_segment(__u32 s, struct wctx *cx)
 {
 	struct work *wk = cx->wk;
 	__u32 len = wk->n / (wk->segs ? wk->segs : 1);
-	return norm_range(wk->a, wk->w, s * len, len, 0, wk->zero);
+	return norm_range(wk, wk->a, s * len, len, 0);
 }
 
 SEC("socket")
@@ -133,21 +137,29 @@ static long rope_head(__u32 h, struct rope_ctx *rc)
 {
 	struct work *wk = rc->wk;
 	__s32 *vec = rc->vec;
-	__u32 base = h * HD;
+	__u32 half = wk->hd / 2, base = h * wk->hd;
 	for (__u32 i = 0; i < HD / 2; i++) {
-		__s64 x = vec[(base + i) & M], y = vec[(base + i + HD / 2) & M];
+		if (i >= half)
+			break;
+		__s64 x = vec[(base + i) & M], y = vec[(base + i + half) & M];
 		__s64 c = wk->cos[i], s = wk->sin[i];
 		vec[(base + i) & M] = (__s32)((x * c - y * s) >> 20);
-		vec[(base + i + HD / 2) & M] = (__s32)((y * c + x * s) >> 20);
+		vec[(base + i + half) & M] = (__s32)((y * c + x * s) >> 20);
 	}
 	return 0;
+}
+
+/* head_dim is even and at most HD, and `count` heads of it fit a vector. */
+static __always_inline int heads_fit(struct work *wk, __u32 count)
+{
+	return wk->hd && wk->hd <= HD && !(wk->hd & 1) && count <= MAXV / wk->hd;
 }
 
 SEC("socket")
 int qwen3_rope(struct __sk_buff *skb)
 {
 	struct work *wk = get_work();
-	if (!wk || wk->segs > MAXV / HD)
+	if (!wk || !heads_fit(wk, wk->segs))
 		return 0;
 	struct rope_ctx rc = { .wk = wk, .vec = wk->a };
 	return bpf_loop(wk->segs, rope_head, &rc, 0) == wk->segs;
@@ -205,13 +217,13 @@ struct head_ctx {
 
 static long dot_one(__u32 i, struct head_ctx *hc)
 {
-	hc->dot += (__s64)hc->wk->a[(hc->h * HD + i) & M] * hc->kv->k[i & (HD - 1)];
+	hc->dot += (__s64)hc->wk->a[(hc->h * hc->wk->hd + i) & M] * hc->kv->k[i & (HD - 1)];
 	return 0;
 }
 
 static long update_one(__u32 i, struct head_ctx *hc)
 {
-	__u32 at = (hc->h * HD + i) & M;
+	__u32 at = (hc->h * hc->wk->hd + i) & M;
 	__s32 o = hc->wk->d[at];
 	hc->wk->d[at] = o + (__s32)((((__s64)hc->kv->v[i & (HD - 1)] - o) * hc->alpha) >> 24);
 	return 0;
@@ -225,8 +237,8 @@ static long attend_position(__u32 p, struct head_ctx *hc)
 	if (!hc->kv)
 		return 1;
 	hc->dot = wk->zero;
-	bpf_loop(HD, dot_one, hc, 0);
-	__s32 s = (__s32)(((hc->dot >> 16) * 5793) >> 16);
+	bpf_loop(wk->hd, dot_one, hc, 0);
+	__s32 s = (__s32)(((hc->dot >> 16) * (__s64)wk->scale) >> 16);
 	__u64 weight;
 	if (hc->mass == 0) {
 		hc->max = s;
@@ -240,7 +252,7 @@ static long attend_position(__u32 p, struct head_ctx *hc)
 	}
 	hc->mass += weight;
 	hc->alpha = (__s64)((weight << 24) / hc->mass);
-	bpf_loop(HD, update_one, hc, 0);
+	bpf_loop(wk->hd, update_one, hc, 0);
 	return 0;
 }
 
@@ -255,7 +267,8 @@ static long attend_head(__u32 h, struct wctx *cx)
 	hc.mass = wk->zero;
 	hc.max = (__s32)wk->zero;
 	for (__u32 i = 0; i < HD; i++)
-		wk->d[(h * HD + i) & M] = 0;
+		if (i < wk->hd)
+			wk->d[(h * wk->hd + i) & M] = 0;
 	__u32 positions = wk->pos + 1;
 	return bpf_loop(positions, attend_position, &hc, 0) == positions ? 0 : 1;
 }
@@ -268,36 +281,40 @@ static long store_kv(__u32 kvh, struct wctx *cx)
 	if (!kv)
 		return 1;
 	for (__u32 i = 0; i < HD; i++) {
-		kv->k[i] = wk->b[(kvh * HD + i) & M];
-		kv->v[i] = wk->c[(kvh * HD + i) & M];
+		if (i >= wk->hd)
+			break;
+		kv->k[i] = wk->b[(kvh * wk->hd + i) & M];
+		kv->v[i] = wk->c[(kvh * wk->hd + i) & M];
 	}
 	return 0;
 }
 
 static long qnorm_head(__u32 h, struct wctx *cx)
 {
-	return norm_range(cx->wk->a, cx->wk->w, h * HD, HD, 0, cx->wk->zero);
+	return norm_range(cx->wk, cx->wk->a, h * cx->wk->hd, cx->wk->hd, 0);
 }
 
 static long knorm_head(__u32 h, struct wctx *cx)
 {
-	return norm_range(cx->wk->b, cx->wk->w, h * HD, HD, HD, cx->wk->zero);
+	return norm_range(cx->wk, cx->wk->b, h * cx->wk->hd, cx->wk->hd, cx->wk->hd);
 }
 
-/* q in a (heads·128), this token's k and v in b and c (kv_heads·128, RoPE already applied to k);
- * writes them to the cache at `pos`, then each head's softmax-weighted values to d. */
+/* q in a (heads·hd), this token's k and v in b and c (kv_heads·hd); with QKNORM and ROPE those
+ * come first. Writes k and v to the cache at `pos` (a slot holds up to HD of each), then each
+ * head's softmax-weighted values to d. */
 SEC("socket")
 int qwen3_attention(struct __sk_buff *skb)
 {
 	struct work *wk = get_work();
-	if (!wk || wk->heads > MAXV / HD || wk->kv_heads > MAXV / HD)
+	if (!wk || !heads_fit(wk, wk->heads) || !heads_fit(wk, wk->kv_heads))
 		return 0;
 	struct wctx cx = { .wk = wk };
-	if (wk->flags & PREP) {
-		/* QK-norm per head (q scales at w[0..128], k scales at w[128..256]), then RoPE. */
+	if (wk->flags & QKNORM) {
 		if (bpf_loop(wk->heads, qnorm_head, &cx, 0) != wk->heads ||
 		    bpf_loop(wk->kv_heads, knorm_head, &cx, 0) != wk->kv_heads)
 			return 0;
+	}
+	if (wk->flags & ROPE) {
 		struct rope_ctx rq = { .wk = wk, .vec = wk->a }, rk = { .wk = wk, .vec = wk->b };
 		if (bpf_loop(wk->heads, rope_head, &rq, 0) != wk->heads ||
 		    bpf_loop(wk->kv_heads, rope_head, &rk, 0) != wk->kv_heads)

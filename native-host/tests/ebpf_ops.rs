@@ -76,7 +76,7 @@ fn bad_shapes_are_refused_with_their_names() {
 
 mod vector_ops {
     use super::*;
-    use fixed::HEAD_DIM;
+    use kernels_wasm::qwen3::model::rope_tables;
     use native_host::ebpf::ops::{At, KvShape, Ops, Qkv};
 
     fn q16s(rng: &mut Rng, n: usize, amp: i64) -> Vec<i32> {
@@ -87,31 +87,41 @@ mod vector_ops {
         bpf_available().then(|| Ops::load(kv).unwrap_or_else(|e| panic!("{e}")))
     }
 
-    const KV: KvShape = KvShape { positions: 9, layers: 2, kv_heads: 2 };
+    /// Qwen3's head_dim and ε, and llama's (SmolLM2).
+    const KV: [(KvShape, f64); 2] = [
+        (KvShape { positions: 9, layers: 2, kv_heads: 2, head_dim: 128 }, 1e-6),
+        (KvShape { positions: 9, layers: 2, kv_heads: 3, head_dim: 64 }, 1e-5),
+    ];
 
     #[test]
     fn norms_rope_silu_and_add_equal_the_golden_model() {
-        let Some(mut ops) = ops(KV) else { return };
-        assert!(ops.verifier_stats().iter().all(|(_, n)| n.is_some_and(|n| n > 0)));
+        for (kv, eps) in KV {
+            let Some(mut ops) = ops(kv) else { return };
+            ops.eps_q32 = fixed::eps_q32(eps) as u32;
+            assert!(ops.verifier_stats().iter().all(|(_, n)| n.is_some_and(|n| n > 0)));
+            vector_ops_equal_the_golden_model(&mut ops, eps);
+        }
+    }
+
+    fn vector_ops_equal_the_golden_model(ops: &mut Ops, eps: f64) {
         let mut rng = Rng::new(8);
-        for (n, segs) in [(1024, 1), (3072, 1), (2048, 16), (1024, 8), (6, 3)] {
+        let hd = ops.kv.head_dim;
+        for (n, segs) in [(1024, 1), (3072, 1), (2048, 16), (1024, 8), (6, 3), (576, 9)] {
             let x = q16s(&mut rng, n, 12 << 16);
             let w: Vec<i32> = q16s(&mut rng, n / segs, 1 << 20).iter().map(|v| v + (1 << 20)).collect();
             let (mut golden, mut kernel) = (x.clone(), x.clone());
-            fixed::rms_norm_segments(&mut golden, &w, segs);
+            fixed::rms_norm_segments(&mut golden, &w, segs, fixed::eps_q32(eps));
             ops.rms_norm(&mut kernel, &w, segs).unwrap();
-            assert_eq!(kernel, golden, "rms_norm n={n} segments={segs}");
+            assert_eq!(kernel, golden, "rms_norm n={n} segments={segs} eps={eps}");
         }
-        let angles: Vec<f64> = (0..HEAD_DIM / 2).map(|i| 5.0 * (1e6f64).powf(-(2.0 * i as f64) / 128.0)).collect();
-        let cos: Vec<i32> = angles.iter().map(|a| fixed::to_fixed(a.cos(), 20, 0).unwrap()).collect();
-        let sin: Vec<i32> = angles.iter().map(|a| fixed::to_fixed(a.sin(), 20, 0).unwrap()).collect();
-        let x = q16s(&mut rng, 16 * HEAD_DIM, 8 << 16);
+        let (cos, sin) = rope_tables(1e6, hd, 5);
+        let x = q16s(&mut rng, 16 * hd, 8 << 16);
         let (mut golden, mut kernel) = (x.clone(), x);
-        for head in golden.chunks_exact_mut(HEAD_DIM) {
+        for head in golden.chunks_exact_mut(hd) {
             fixed::rope(head, &cos, &sin);
         }
         ops.rope(&mut kernel, &cos, &sin).unwrap();
-        assert_eq!(kernel, golden, "rope");
+        assert_eq!(kernel, golden, "rope head_dim {hd}");
         for n in [1, 3072] {
             let (a, b) = (q16s(&mut rng, n, 20 << 16), q16s(&mut rng, n, 4 << 16));
             let (mut golden, mut kernel) = (a.clone(), a.clone());
@@ -131,36 +141,38 @@ mod vector_ops {
 
     #[test]
     fn attention_over_the_cache_equals_the_golden_model() {
-        let Some(mut ops) = ops(KV) else { return };
-        let mut rng = Rng::new(9);
-        let heads = 4; // GQA: query heads 0, 1 read KV head 0; 2, 3 read KV head 1
-        let kvn = KV.kv_heads * HEAD_DIM;
+        for (kv, _) in KV {
+            let Some(mut ops) = ops(kv) else { return };
+            attention_equals_the_golden_model(&mut ops);
+        }
+    }
+
+    fn attention_equals_the_golden_model(ops: &mut Ops) {
+        let kv = ops.kv;
+        let (mut rng, hd) = (Rng::new(9), kv.head_dim);
+        let heads = 2 * kv.kv_heads; // GQA: query heads 0, 1 read KV head 0; 2, 3 read KV head 1 …
+        let shape = fixed::Heads { heads, kv_heads: kv.kv_heads, dim: hd };
+        let kvn = kv.kv_heads * hd;
         // The golden model's own cache: [layer][pos] → (k, v).
-        let mut cache: Vec<Vec<(Vec<i32>, Vec<i32>)>> = vec![Vec::new(); KV.layers];
-        for pos in 0..KV.positions {
+        let mut cache: Vec<Vec<(Vec<i32>, Vec<i32>)>> = vec![Vec::new(); kv.layers];
+        for pos in 0..kv.positions {
             for (layer, c) in cache.iter_mut().enumerate() {
-                let q = q16s(&mut rng, heads * HEAD_DIM, 2 << 16);
+                let q = q16s(&mut rng, heads * hd, 2 << 16);
                 let (k, v) = (q16s(&mut rng, kvn, 2 << 16), q16s(&mut rng, kvn, 6 << 16));
                 c.push((k.clone(), v.clone()));
-                let mut expected = vec![0; heads * HEAD_DIM];
+                let mut expected = vec![0; heads * hd];
                 let c = &*c;
-                fixed::attention(
-                    &q,
-                    heads,
-                    KV.kv_heads,
-                    pos + 1,
-                    |p, h| &c[p].0[h * HEAD_DIM..(h + 1) * HEAD_DIM],
-                    |p, h| &c[p].1[h * HEAD_DIM..(h + 1) * HEAD_DIM],
-                    &mut expected,
-                );
-                let mut out = vec![0; heads * HEAD_DIM];
+                let slice = |p: usize, h: usize, which: usize| &[&c[p].0, &c[p].1][which][h * hd..(h + 1) * hd];
+                fixed::attention(&q, shape, pos + 1, |p, h| slice(p, h, 0), |p, h| slice(p, h, 1), &mut expected);
+                let mut out = vec![0; heads * hd];
                 ops.attention(At { layer, pos }, heads, Qkv { q: &q, k: &k, v: &v }, &mut out).unwrap();
-                assert_eq!(out, expected, "layer {layer} position {pos}");
+                assert_eq!(out, expected, "head_dim {hd} layer {layer} position {pos}");
             }
         }
         // A position beyond the map's context is refused, naming it.
-        let qkv = Qkv { q: &[0; 512], k: &[0; 256], v: &[0; 256] };
-        let err = ops.attention(At { layer: 0, pos: KV.positions }, heads, qkv, &mut [0; 512]).unwrap_err();
+        let (q, k) = (vec![0; heads * hd], vec![0; kvn]);
+        let qkv = Qkv { q: &q, k: &k, v: &k };
+        let err = ops.attention(At { layer: 0, pos: kv.positions }, heads, qkv, &mut q.clone()).unwrap_err();
         assert!(err.to_string().contains("context"), "{err}");
     }
 }
@@ -172,19 +184,21 @@ fn the_tiny_model_in_the_kernel_equals_the_golden_model_token_by_token() {
     if !bpf_available() {
         return;
     }
-    let c = Config::TINY;
-    let model = Model::from_float(c, &Model::random_float(c, 11)).unwrap();
-    let tokens = [5usize, 999, 0, 42, 7, 7];
-    for threads in [1, 2] {
-        let mut bpf = BpfModel::load(&model, tokens.len(), threads).unwrap();
-        let mut cache = Cache::default();
-        for (pos, &t) in tokens.iter().enumerate() {
-            let golden = model.forward(t, pos, &mut cache);
-            let kernel = bpf.forward(t, pos).unwrap();
-            assert_eq!(kernel.logits, golden.logits, "position {pos}, {threads} threads");
-            assert_eq!(kernel.argmax, golden.argmax);
+    // Qwen3, llama (head_dim 64, no QK-norm, ε 1e-5) and qwen2 (q/k/v biases).
+    for (arch, c) in Config::TINY_FAMILY {
+        let model = Model::from_float(c, &Model::random_float(c, 11)).unwrap();
+        let tokens = [5usize, 999, 0, 42, 7, 7];
+        for threads in [1, 2] {
+            let mut bpf = BpfModel::load(&model, tokens.len(), threads).unwrap();
+            let mut cache = Cache::default();
+            for (pos, &t) in tokens.iter().enumerate() {
+                let golden = model.forward(t, pos, &mut cache);
+                let kernel = bpf.forward(t, pos).unwrap();
+                assert_eq!(kernel.logits, golden.logits, "{arch} position {pos}, {threads} threads");
+                assert_eq!(kernel.argmax, golden.argmax);
+            }
+            assert!(bpf.forward(c.vocab, 0).is_err());
+            assert!(bpf.forward(1, tokens.len()).unwrap_err().to_string().contains("context"));
         }
-        assert!(bpf.forward(c.vocab, 0).is_err());
-        assert!(bpf.forward(1, tokens.len()).unwrap_err().to_string().contains("context"));
     }
 }

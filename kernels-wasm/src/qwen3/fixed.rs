@@ -9,10 +9,27 @@
 pub const Q_ACT: u32 = 16;
 pub const Q_W: u32 = 24;
 pub const Q_NORM: u32 = 20;
-/// `rms_norm_eps` (1e-6) in Q32, added to the mean square before the square root.
+/// Qwen3's `rms_norm_eps` (1e-6) in Q32, added to the mean square before the square root.
 pub const EPS_Q32: u64 = 4295;
-/// 1/√128 in Q16: the attention score scale for head_dim 128.
+/// 1/√128 in Q16: the attention score scale for head_dim 128 (the seed's constant).
 pub const INV_SQRT_128_Q16: i64 = 5793;
+
+/// `rms_norm_eps` in Q32 (rounded): 1e-6 gives the seed's 4295.
+pub fn eps_q32(eps: f64) -> u64 {
+    let v = eps * 4_294_967_296.0 + 0.5;
+    if v.is_finite() && v >= 0.0 {
+        v as u64
+    } else {
+        0
+    }
+}
+
+/// 1/√head_dim in Q16 (rounded): 5793 for 128 (the seed's constant), 8192 for 64.
+pub fn score_scale_q16(head_dim: usize) -> i64 {
+    // round(√y) = ⌊(⌊√(4y)⌋ + 1) / 2⌋ with y = 2^32 / head_dim: exact integers, no libm in no_std.
+    let four_y = (1u64 << 34) / head_dim.max(1) as u64;
+    four_y.isqrt().div_ceil(2) as i64
+}
 
 /// A value that does not fit its fixed-point format.
 #[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
@@ -81,9 +98,10 @@ pub fn isqrt(v: u64) -> u64 {
 
 /// RMSNorm of a Q16 vector with Q20 scales: mean square in Q32 (+ eps), its root in Q16, the
 /// inverse `2^32 / root` in Q16, then `(((x · inv) >> 16) · w) >> 20` (Qwen3 scales by `w`).
-pub fn rms_norm(x: &[i32], w_q20: &[i32], y: &mut [i32]) {
+/// `eps` is the model's epsilon in Q32 ([`eps_q32`]).
+pub fn rms_norm(x: &[i32], w_q20: &[i32], eps: u64, y: &mut [i32]) {
     let sum: u64 = x.iter().map(|&v| (v as i64 * v as i64) as u64).sum();
-    let mean = sum / x.len().max(1) as u64 + EPS_Q32;
+    let mean = sum / x.len().max(1) as u64 + eps;
     let inv = (1u64 << 32) / isqrt(mean);
     for ((out, &v), &w) in y.iter_mut().zip(x).zip(w_q20) {
         let normed = (v as i64 * inv as i64) >> Q_ACT;
@@ -132,10 +150,11 @@ pub fn rope(head: &mut [i32], cos_q20: &[i32], sin_q20: &[i32]) {
     }
 }
 
-/// The attention score of a query and a key (Q16): `((Σ q·k) >> 16) · 5793 >> 16`.
-pub fn score(q: &[i32], k: &[i32]) -> i32 {
+/// The attention score of a query and a key (Q16): `((Σ q·k) >> 16) · scale >> 16`, `scale`
+/// being 1/√head_dim in Q16 ([`score_scale_q16`]; 5793 for Qwen3's 128).
+pub fn score(q: &[i32], k: &[i32], scale_q16: i64) -> i32 {
     let dot: i64 = q.iter().zip(k).map(|(&a, &b)| a as i64 * b as i64).sum();
-    (((dot >> Q_ACT) * INV_SQRT_128_Q16) >> Q_ACT) as i32
+    (((dot >> Q_ACT) * scale_q16) >> Q_ACT) as i32
 }
 
 /// Online softmax over positions, as a running weighted mean: `out` is always the softmax-weighted
@@ -175,39 +194,48 @@ impl OnlineSoftmax {
     }
 }
 
-/// Head dimension of Qwen3 (the kernels' fixed inner size).
-pub const HEAD_DIM: usize = 128;
+/// The largest head dimension the kernels take (Qwen3's; llama-family models use 64).
+pub const MAX_HEAD_DIM: usize = 128;
 
 /// RMSNorm of each of `segments` equal parts of `x` (QK-norm: one per head) with the same
 /// `len`-long Q20 scales; `segments = 1` is the ordinary RMSNorm.
-pub fn rms_norm_segments(x: &mut [i32], w_q20: &[i32], segments: usize) {
+pub fn rms_norm_segments(x: &mut [i32], w_q20: &[i32], segments: usize, eps: u64) {
     let len = x.len() / segments.max(1);
     for seg in x.chunks_exact_mut(len) {
         let input = seg.to_vec();
-        rms_norm(&input, &w_q20[..len], seg);
+        rms_norm(&input, &w_q20[..len], eps, seg);
     }
 }
 
+/// The head layout of attention: query and KV heads and their width.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Heads {
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub dim: usize,
+}
+
 /// Causal attention of one token, as the BPF program computes it: query heads `q`
-/// (`heads × 128`), and for every position `0..=pos` its cached keys and values (`keys(p, kvh)`,
-/// `values(p, kvh)`, 128 each). Query head `h` reads KV head `h / (heads / kv_heads)` (GQA).
+/// (`heads × dim`), and for every position `0..=pos` its cached keys and values (`keys(p, kvh)`,
+/// `values(p, kvh)`, `dim` each). Query head `h` reads KV head `h / (heads / kv_heads)` (GQA).
 pub fn attention<'a>(
     q: &[i32],
-    heads: usize,
-    kv_heads: usize,
+    shape: Heads,
     positions: usize,
     keys: impl Fn(usize, usize) -> &'a [i32],
     values: impl Fn(usize, usize) -> &'a [i32],
     out: &mut [i32],
 ) {
+    let Heads { heads, kv_heads, dim } = shape;
     let group = heads / kv_heads.max(1);
+    let scale = score_scale_q16(dim);
     for h in 0..heads {
-        let qh = &q[h * HEAD_DIM..(h + 1) * HEAD_DIM];
-        let mut sm = OnlineSoftmax::new(HEAD_DIM);
+        let qh = &q[h * dim..(h + 1) * dim];
+        let mut sm = OnlineSoftmax::new(dim);
         for p in 0..positions {
-            sm.push(score(qh, keys(p, h / group)), values(p, h / group));
+            sm.push(score(qh, keys(p, h / group), scale), values(p, h / group));
         }
-        out[h * HEAD_DIM..(h + 1) * HEAD_DIM].copy_from_slice(&sm.out);
+        out[h * dim..(h + 1) * dim].copy_from_slice(&sm.out);
     }
 }
 

@@ -3,12 +3,14 @@
 //! RMSNorm → SwiGLU → down + residual; final norm; tied LM head; argmax). This is the golden
 //! model: the BPF forward pass must produce exactly these logits.
 
-use super::fixed::{self, OutOfRange, HEAD_DIM, Q_ACT, Q_NORM, Q_W};
+use super::fixed::{self, OutOfRange, Q_ACT, Q_NORM, Q_W};
 use crate::bitnet::random::Rng;
 use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
 
+/// The shape of a Qwen3-family decoder. llama and qwen2 checkpoints fit it too: llama has no
+/// QK-norm, qwen2 adds q/k/v biases; both may untie the LM head (see [`FloatModel::lm_head`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Config {
     pub hidden: usize,
@@ -16,14 +18,31 @@ pub struct Config {
     pub layers: usize,
     pub heads: usize,
     pub kv_heads: usize,
+    pub head_dim: usize,
     pub vocab: usize,
     pub rope_theta: f64,
+    pub rms_eps: f64,
+    /// Per-head RMSNorm of q and k before RoPE (Qwen3).
+    pub qk_norm: bool,
+    /// Biases on the q, k and v projections (Qwen2).
+    pub qkv_bias: bool,
 }
 
 impl Config {
     /// For tests: every code path of the real shape, small enough to run in milliseconds.
-    pub const TINY: Config =
-        Config { hidden: 256, intermediate: 512, layers: 2, heads: 4, kv_heads: 2, vocab: 1000, rope_theta: 1e6 };
+    pub const TINY: Config = Config {
+        hidden: 256,
+        intermediate: 512,
+        layers: 2,
+        heads: 4,
+        kv_heads: 2,
+        head_dim: 128,
+        vocab: 1000,
+        rope_theta: 1e6,
+        rms_eps: 1e-6,
+        qk_norm: true,
+        qkv_bias: false,
+    };
     /// Qwen3-0.6B (FACTS §1).
     pub const QWEN3_0_6B: Config = Config {
         hidden: 1024,
@@ -31,9 +50,32 @@ impl Config {
         layers: 28,
         heads: 16,
         kv_heads: 8,
+        head_dim: 128,
         vocab: 151_936,
         rope_theta: 1e6,
+        rms_eps: 1e-6,
+        qk_norm: true,
+        qkv_bias: false,
     };
+
+    /// Tiny shapes of the three architectures, for tests: qwen3 (QK-norm, head_dim 128), llama
+    /// (no QK-norm, head_dim 64, ε 1e-5) and qwen2 (q/k/v biases).
+    pub const TINY_FAMILY: [(&'static str, Config); 3] = [
+        ("qwen3", Config::TINY),
+        (
+            "llama",
+            Config {
+                head_dim: 64,
+                heads: 6,
+                kv_heads: 2,
+                rms_eps: 1e-5,
+                qk_norm: false,
+                rope_theta: 1e5,
+                ..Config::TINY
+            },
+        ),
+        ("qwen2", Config { qk_norm: false, qkv_bias: true, ..Config::TINY }),
+    ];
 
     /// The shapes the CLIs generate, by name.
     pub const NAMED: [(&'static str, Config); 2] = [("tiny", Config::TINY), ("qwen3-0.6b", Config::QWEN3_0_6B)];
@@ -43,16 +85,47 @@ impl Config {
     }
 
     pub fn q_rows(&self) -> usize {
-        self.heads * HEAD_DIM
+        self.heads * self.head_dim
     }
 
     pub fn kv_rows(&self) -> usize {
-        self.kv_heads * HEAD_DIM
+        self.kv_heads * self.head_dim
     }
 
     /// Rows of the fused q|k|v matrix.
     pub fn qkv_rows(&self) -> usize {
         self.q_rows() + 2 * self.kv_rows()
+    }
+
+    pub fn heads(&self) -> fixed::Heads {
+        fixed::Heads { heads: self.heads, kv_heads: self.kv_heads, dim: self.head_dim }
+    }
+
+    /// `rms_eps` in Q32, as the integer RMSNorm adds it.
+    pub fn eps_q32(&self) -> u64 {
+        fixed::eps_q32(self.rms_eps)
+    }
+
+    /// Why the kernels cannot run this shape, if they cannot.
+    pub fn check(&self) -> Result<(), String> {
+        let c = self;
+        if c.hidden == 0 || c.intermediate == 0 || c.layers == 0 || c.vocab == 0 || c.heads == 0 || c.kv_heads == 0 {
+            return Err("a dimension is zero".into());
+        }
+        if !c.heads.is_multiple_of(c.kv_heads) {
+            return Err(alloc::format!("{} query heads are not a multiple of {} KV heads", c.heads, c.kv_heads));
+        }
+        if c.head_dim == 0 || c.head_dim > fixed::MAX_HEAD_DIM || c.head_dim % 2 != 0 {
+            return Err(alloc::format!(
+                "head_dim {} (the kernels take even sizes up to {})",
+                c.head_dim,
+                fixed::MAX_HEAD_DIM
+            ));
+        }
+        if !(c.rms_eps >= 0.0 && c.rms_eps < 1.0) || !(c.rope_theta > 1.0 && c.rope_theta.is_finite()) {
+            return Err(alloc::format!("rms_eps {} / rope_theta {}", c.rms_eps, c.rope_theta));
+        }
+        Ok(())
     }
 }
 
@@ -70,6 +143,9 @@ pub struct BadTensor {
 pub struct Layer {
     pub input_norm: Vec<i32>,
     pub qkv: Vec<i32>,
+    /// q|k|v biases in Q16 (added to the products); empty without [`Config::qkv_bias`].
+    pub qkv_bias: Vec<i32>,
+    /// QK-norm scales; empty without [`Config::qk_norm`].
     pub q_norm: Vec<i32>,
     pub k_norm: Vec<i32>,
     pub o: Vec<i32>,
@@ -83,7 +159,7 @@ pub struct Model {
     pub config: Config,
     /// Token embeddings as Q16 activations (vocab × hidden).
     pub embed: Vec<i32>,
-    /// The same embeddings as Q24 weights: the tied LM head.
+    /// The LM head as Q24 weights: the embeddings again when tied.
     pub lm_head: Vec<i32>,
     pub layers: Vec<Layer>,
     pub final_norm: Vec<i32>,
@@ -96,6 +172,11 @@ pub struct FloatLayer {
     pub q: Vec<f32>,
     pub k: Vec<f32>,
     pub v: Vec<f32>,
+    /// Empty when the model has no q/k/v biases.
+    pub q_bias: Vec<f32>,
+    pub k_bias: Vec<f32>,
+    pub v_bias: Vec<f32>,
+    /// Empty when the model has no QK-norm.
     pub q_norm: Vec<f32>,
     pub k_norm: Vec<f32>,
     pub o: Vec<f32>,
@@ -110,6 +191,14 @@ pub struct FloatModel {
     pub embed: Vec<f32>,
     pub layers: Vec<FloatLayer>,
     pub final_norm: Vec<f32>,
+    /// `None` when tied to `embed`.
+    pub lm_head: Option<Vec<f32>>,
+}
+
+impl FloatModel {
+    pub fn lm_head(&self) -> &[f32] {
+        self.lm_head.as_deref().unwrap_or(&self.embed)
+    }
 }
 
 fn fixed_tensor(name: impl Fn() -> String, v: &[f32], bits: u32) -> Result<Vec<i32>, BadTensor> {
@@ -128,11 +217,15 @@ impl Model {
                 let mut qkv = t("self_attn.q_proj", &l.q, Q_W)?;
                 qkv.extend(t("self_attn.k_proj", &l.k, Q_W)?);
                 qkv.extend(t("self_attn.v_proj", &l.v, Q_W)?);
+                let mut qkv_bias = t("self_attn.q_proj.bias", &l.q_bias, Q_ACT)?;
+                qkv_bias.extend(t("self_attn.k_proj.bias", &l.k_bias, Q_ACT)?);
+                qkv_bias.extend(t("self_attn.v_proj.bias", &l.v_bias, Q_ACT)?);
                 let mut gate_up = t("mlp.gate_proj", &l.gate, Q_W)?;
                 gate_up.extend(t("mlp.up_proj", &l.up, Q_W)?);
                 Ok(Layer {
                     input_norm: t("input_layernorm", &l.input_norm, Q_NORM)?,
                     qkv,
+                    qkv_bias,
                     q_norm: t("self_attn.q_norm", &l.q_norm, Q_NORM)?,
                     k_norm: t("self_attn.k_norm", &l.k_norm, Q_NORM)?,
                     o: t("self_attn.o_proj", &l.o, Q_W)?,
@@ -145,7 +238,10 @@ impl Model {
         Ok(Model {
             config,
             embed: fixed_tensor(|| "embed_tokens".into(), &f.embed, Q_ACT)?,
-            lm_head: fixed_tensor(|| "embed_tokens (as lm_head)".into(), &f.embed, Q_W)?,
+            lm_head: match &f.lm_head {
+                Some(head) => fixed_tensor(|| "lm_head".into(), head, Q_W)?,
+                None => fixed_tensor(|| "embed_tokens (as lm_head)".into(), &f.embed, Q_W)?,
+            },
             layers,
             final_norm: fixed_tensor(|| "norm".into(), &f.final_norm, Q_NORM)?,
         })
@@ -171,26 +267,33 @@ impl Model {
             .collect();
         let mut rng = Rng::new(seed ^ 0x5eed);
         let mut norm = |n: usize| rng.f32s(n, 0.2).into_iter().map(|v| v + 1.0).collect::<Vec<_>>();
-        let layers = layers
+        let mut layers: Vec<FloatLayer> = layers
             .into_iter()
             .map(|l| FloatLayer {
                 input_norm: norm(c.hidden),
-                q_norm: norm(HEAD_DIM),
-                k_norm: norm(HEAD_DIM),
+                q_norm: if c.qk_norm { norm(c.head_dim) } else { Vec::new() },
+                k_norm: if c.qk_norm { norm(c.head_dim) } else { Vec::new() },
                 post_norm: norm(c.hidden),
                 ..l
             })
             .collect();
         let final_norm = norm(c.hidden);
-        FloatModel { embed: Rng::new(seed ^ 0xe3b).f32s(c.vocab * c.hidden, 1.0), layers, final_norm }
+        if c.qkv_bias {
+            let mut rng = Rng::new(seed ^ 0xb1a5);
+            for l in &mut layers {
+                (l.q_bias, l.k_bias, l.v_bias) =
+                    (rng.f32s(c.q_rows(), 0.5), rng.f32s(c.kv_rows(), 0.5), rng.f32s(c.kv_rows(), 0.5));
+            }
+        }
+        FloatModel { embed: Rng::new(seed ^ 0xe3b).f32s(c.vocab * c.hidden, 1.0), layers, final_norm, lm_head: None }
     }
 }
 
-/// RoPE's cos and sin for one position, Q20, one per rotated pair: angle `pos · θ^(−2i/128)`.
-pub fn rope_tables(theta: f64, pos: usize) -> (Vec<i32>, Vec<i32>) {
-    (0..HEAD_DIM / 2)
+/// RoPE's cos and sin for one position, Q20, one per rotated pair: angle `pos · θ^(−2i/head_dim)`.
+pub fn rope_tables(theta: f64, head_dim: usize, pos: usize) -> (Vec<i32>, Vec<i32>) {
+    (0..head_dim / 2)
         .map(|i| {
-            let angle = pos as f64 * theta.powf(-(2.0 * i as f64) / HEAD_DIM as f64);
+            let angle = pos as f64 * theta.powf(-(2.0 * i as f64) / head_dim as f64);
             let q = |v: f64| fixed::to_fixed(v, Q_NORM, i).unwrap_or(0); // |cos|, |sin| ≤ 1 always fit
             (q(angle.cos()), q(angle.sin()))
         })
@@ -213,30 +316,36 @@ pub struct Step {
 impl Layer {
     /// One layer for the token at `pos`; `x` is the residual stream (Q16), updated in place.
     pub fn forward(&self, c: &Config, x: &mut [i32], pos: usize, cache: &mut Vec<(Vec<i32>, Vec<i32>)>) {
+        let (eps, hd) = (c.eps_q32(), c.head_dim);
         let mut h = vec![0; c.hidden];
-        fixed::rms_norm(x, &self.input_norm, &mut h);
+        fixed::rms_norm(x, &self.input_norm, eps, &mut h);
         let mut qkv = vec![0; c.qkv_rows()];
         fixed::matvec(&self.qkv, &h, &mut qkv);
+        if c.qkv_bias {
+            fixed::add(&mut qkv, &self.qkv_bias);
+        }
         let (q, kv) = qkv.split_at_mut(c.q_rows());
         let (k, v) = kv.split_at_mut(c.kv_rows());
-        fixed::rms_norm_segments(q, &self.q_norm, c.heads);
-        fixed::rms_norm_segments(k, &self.k_norm, c.kv_heads);
-        let (cos, sin) = rope_tables(c.rope_theta, pos);
-        for head in q.chunks_exact_mut(HEAD_DIM).chain(k.chunks_exact_mut(HEAD_DIM)) {
+        if c.qk_norm {
+            fixed::rms_norm_segments(q, &self.q_norm, c.heads, eps);
+            fixed::rms_norm_segments(k, &self.k_norm, c.kv_heads, eps);
+        }
+        let (cos, sin) = rope_tables(c.rope_theta, hd, pos);
+        for head in q.chunks_exact_mut(hd).chain(k.chunks_exact_mut(hd)) {
             fixed::rope(head, &cos, &sin);
         }
         cache.push((k.to_vec(), v.to_vec()));
         let mut attn = vec![0; c.q_rows()];
         let at = |p: usize, h: usize, which: usize| {
             let (k, v) = &cache[p];
-            &[k, v][which][h * HEAD_DIM..(h + 1) * HEAD_DIM]
+            &[k, v][which][h * hd..(h + 1) * hd]
         };
-        fixed::attention(q, c.heads, c.kv_heads, pos + 1, |p, h| at(p, h, 0), |p, h| at(p, h, 1), &mut attn);
+        fixed::attention(q, c.heads(), pos + 1, |p, h| at(p, h, 0), |p, h| at(p, h, 1), &mut attn);
         let mut o = vec![0; c.hidden];
         fixed::matvec(&self.o, &attn, &mut o);
         fixed::add(x, &o);
 
-        fixed::rms_norm(x, &self.post_norm, &mut h);
+        fixed::rms_norm(x, &self.post_norm, eps, &mut h);
         let mut gate_up = vec![0; 2 * c.intermediate];
         fixed::matvec(&self.gate_up, &h, &mut gate_up);
         let (gate, up) = gate_up.split_at_mut(c.intermediate);
@@ -259,7 +368,7 @@ impl Model {
             layer.forward(c, &mut x, pos, kv);
         }
         let mut h = vec![0; c.hidden];
-        fixed::rms_norm(&x, &self.final_norm, &mut h);
+        fixed::rms_norm(&x, &self.final_norm, c.eps_q32(), &mut h);
         let mut logits = vec![0; c.vocab];
         let argmax = fixed::matvec(&self.lm_head, &h, &mut logits);
         Step { logits, argmax }

@@ -4,8 +4,8 @@
 //! heads·128; down by intermediate), so nothing is copied per token; the host only moves vectors
 //! between calls and computes RoPE's cos/sin.
 //!
-//! Calls are fused so a layer takes 9 (2 threads): q|k|v with the input RMSNorm; attention with
-//! QK-norm, RoPE and the cache write; o with the residual add; gate|up (rows interleaved in pairs)
+//! Calls are fused so a layer takes 9 (2 threads): q|k|v with the input RMSNorm (and qwen2's
+//! biases, as the residual operand); attention with QK-norm (Qwen3), RoPE and the cache write; o with the residual add; gate|up (rows interleaved in pairs)
 //! with the post-attention RMSNorm and SiLU·up; down with the residual add.
 
 use super::matvec::{Fuse, Matvec, SLOTS};
@@ -16,12 +16,22 @@ use kernels_wasm::qwen3::model::{rope_tables, Config, Model, Step};
 use std::sync::Arc;
 use std::time::Instant;
 
+struct LayerVectors {
+    input_norm: Vec<i32>,
+    /// Empty without QK-norm.
+    q_norm: Vec<i32>,
+    k_norm: Vec<i32>,
+    post_norm: Vec<i32>,
+    /// Empty without q/k/v biases.
+    qkv_bias: Vec<i32>,
+}
+
 pub struct BpfModel {
     pub config: Config,
     embed: Vec<i32>,
-    /// Per layer: input, q, k and post-attention norm scales. Shared (`Arc`), so a token borrows
-    /// them while `self`'s programs run without copying them.
-    norms: Vec<Arc<[Vec<i32>; 4]>>,
+    /// Per layer: the vectors the host hands the programs each token. Shared (`Arc`), so a token
+    /// borrows them while `self`'s programs run without copying them.
+    vectors: Vec<Arc<LayerVectors>>,
     final_norm: Arc<Vec<i32>>,
     by_hidden: Matvec,
     by_heads: Matvec,
@@ -55,14 +65,27 @@ impl BpfModel {
             by_inter.set_rows(i * c.hidden, &l.down)?;
         }
         by_hidden.set_rows(c.layers * per_layer, &m.lm_head)?;
-        let ops = Ops::load(KvShape { positions, layers: c.layers, kv_heads: c.kv_heads })?;
+        let mut ops = Ops::load(KvShape { positions, layers: c.layers, kv_heads: c.kv_heads, head_dim: c.head_dim })?;
+        let eps = c.eps_q32() as u32;
+        ops.eps_q32 = eps;
+        for mv in [&mut by_hidden, &mut by_heads, &mut by_inter] {
+            mv.eps_q32 = eps;
+        }
         Ok(BpfModel {
             config: c,
             embed: m.embed.clone(),
-            norms: m
+            vectors: m
                 .layers
                 .iter()
-                .map(|l| Arc::new([l.input_norm.clone(), l.q_norm.clone(), l.k_norm.clone(), l.post_norm.clone()]))
+                .map(|l| {
+                    Arc::new(LayerVectors {
+                        input_norm: l.input_norm.clone(),
+                        q_norm: l.q_norm.clone(),
+                        k_norm: l.k_norm.clone(),
+                        post_norm: l.post_norm.clone(),
+                        qkv_bias: l.qkv_bias.clone(),
+                    })
+                })
                 .collect(),
             final_norm: Arc::new(m.final_norm.clone()),
             by_hidden,
@@ -91,7 +114,7 @@ impl BpfModel {
         }
     }
 
-    /// One fused matrix-vector call on the matrices of input width `which` (0 hidden, 1 heads·128,
+    /// One fused matrix-vector call on the matrices of input width `which` (0 hidden, 1 heads·head_dim,
     /// 2 intermediate), traced as `op`.
     #[allow(clippy::too_many_arguments)]
     fn matvec(
@@ -138,20 +161,21 @@ impl BpfModel {
             t.clear();
         }
         let mut x = self.embed[token * c.hidden..(token + 1) * c.hidden].to_vec();
-        let (cos, sin) = rope_tables(c.rope_theta, pos);
+        let (cos, sin) = rope_tables(c.rope_theta, c.head_dim, pos);
         let mut qkv = vec![0; c.qkv_rows()];
         let mut attn = vec![0; c.q_rows()];
         let mut o = vec![0; c.hidden];
         let mut act = vec![0; c.intermediate];
         for layer in 0..c.layers {
-            let norms = Arc::clone(&self.norms[layer]);
-            let [input_norm, q_norm, k_norm, post_norm] = &*norms;
-            let fuse = Fuse { prenorm: Some(input_norm), ..Fuse::default() };
+            let lv = Arc::clone(&self.vectors[layer]);
+            let bias = c.qkv_bias.then_some(&lv.qkv_bias[..]);
+            let fuse = Fuse { prenorm: Some(&lv.input_norm), residual: bias, ..Fuse::default() };
             self.matvec("q|k|v + input norm", Some(layer), 0, &x, layer * per_layer, &mut qkv, fuse)?;
             let (q, kv) = qkv.split_at_mut(c.q_rows());
             let (k, v) = kv.split_at_mut(c.kv_rows());
             // QK-norm, RoPE, caching this token's K/V and attending: one call.
-            let prep = Prep { q_norm, k_norm, cos: &cos, sin: &sin };
+            let qk_norm = c.qk_norm.then_some((&lv.q_norm[..], &lv.k_norm[..]));
+            let prep = Prep { qk_norm, cos: &cos, sin: &sin };
             let (start, kernel_before) = (Instant::now(), self.ops.kernel_ns);
             self.ops.attention_with(At { layer, pos }, c.heads, Qkv { q, k, v }, Some(prep), &mut attn)?;
             self.record("attention", Some(layer), c.q_rows(), self.ops.kernel_ns - kernel_before, start);
@@ -159,7 +183,7 @@ impl BpfModel {
             self.matvec("o + residual", Some(layer), 1, &attn, layer * c.hidden, &mut o, fuse)?;
             std::mem::swap(&mut x, &mut o);
 
-            let fuse = Fuse { prenorm: Some(post_norm), glu: true, ..Fuse::default() };
+            let fuse = Fuse { prenorm: Some(&lv.post_norm), glu: true, ..Fuse::default() };
             self.matvec(
                 "gate|up + norm + SiLU·up",
                 Some(layer),

@@ -1,8 +1,8 @@
-//! Hugging Face Qwen3 model directories: `config.json` plus `*.safetensors` (BF16, F16 or F32),
-//! read into the f32 tensors `kernels_wasm::qwen3::model` converts; and the deterministic
-//! generator of such directories with random weights (BF16, as the official checkpoints).
+//! Hugging Face model directories of the Qwen3 family (Qwen3, and its relatives Qwen2 and Llama):
+//! `config.json` plus `*.safetensors` (BF16, F16 or F32), read into the f32 tensors
+//! `kernels_wasm::qwen3::model` converts; and the deterministic generator of such directories
+//! with random weights (BF16, as the official checkpoints).
 
-use kernels_wasm::qwen3::fixed::HEAD_DIM;
 use kernels_wasm::qwen3::model::{Config, FloatLayer, FloatModel, Model};
 use safetensors::tensor::{Dtype, TensorView};
 use safetensors::SafeTensors;
@@ -29,43 +29,47 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ModelError + '_ {
     move |source| ModelError::Io { path: path.to_path_buf(), source }
 }
 
-/// Reads `config.json` and checks that this is a Qwen3 the kernels can run.
+/// The HF architectures the kernels run, and what each adds to the common decoder.
+const ARCHITECTURES: [(&str, &str, bool, bool); 3] = [
+    // (architectures[0], model_type, QK-norm, q/k/v biases)
+    ("Qwen3ForCausalLM", "qwen3", true, false),
+    ("Qwen2ForCausalLM", "qwen2", false, true),
+    ("LlamaForCausalLM", "llama", false, false),
+];
+
+/// Reads `config.json` and checks that this is a model the kernels can run.
 pub fn read_config(dir: &Path) -> Result<Config, ModelError> {
     let path = dir.join("config.json");
     let text = std::fs::read_to_string(&path).map_err(io(&path))?;
     let json: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| ModelError::Config { path: path.clone(), why: e.to_string() })?;
     let arch = json["architectures"][0].as_str().unwrap_or("");
-    if arch != "Qwen3ForCausalLM" {
-        return Err(ModelError::Unsupported {
-            path,
-            why: format!("architecture {arch:?}; HF directories must be Qwen3ForCausalLM (llama/qwen2 run from GGUF)"),
-        });
-    }
+    let Some(&(_, _, qk_norm, qkv_bias)) = ARCHITECTURES.iter().find(|a| a.0 == arch) else {
+        let known: Vec<&str> = ARCHITECTURES.iter().map(|a| a.0).collect();
+        return Err(ModelError::Unsupported { path, why: format!("architecture {arch:?}; supported: {known:?}") });
+    };
     let int = |key: &str| {
         json[key].as_u64().map(|v| v as usize).ok_or_else(|| ModelError::Config {
             path: path.clone(),
             why: format!("{key} missing or not a positive integer"),
         })
     };
-    if json["tie_word_embeddings"].as_bool() == Some(false) {
-        return Err(ModelError::Unsupported { path, why: "an untied LM head (tie_word_embeddings: false)".into() });
-    }
-    let head_dim = json["head_dim"].as_u64().unwrap_or(128) as usize;
-    if head_dim != HEAD_DIM {
-        return Err(ModelError::Unsupported { path, why: format!("head_dim {head_dim}; the kernels take 128") });
-    }
+    let (hidden, heads) = (int("hidden_size")?, int("num_attention_heads")?);
     let config = Config {
-        hidden: int("hidden_size")?,
+        hidden,
         intermediate: int("intermediate_size")?,
         layers: int("num_hidden_layers")?,
-        heads: int("num_attention_heads")?,
-        kv_heads: int("num_key_value_heads")?,
+        heads,
+        kv_heads: json["num_key_value_heads"].as_u64().map(|v| v as usize).unwrap_or(heads),
+        head_dim: json["head_dim"].as_u64().map(|v| v as usize).unwrap_or(hidden / heads.max(1)),
         vocab: int("vocab_size")?,
-        rope_theta: json["rope_theta"].as_f64().unwrap_or(1e6),
+        rope_theta: json["rope_theta"].as_f64().unwrap_or(1e4),
+        rms_eps: json["rms_norm_eps"].as_f64().unwrap_or(1e-6),
+        qk_norm,
+        qkv_bias,
     };
-    if config.kv_heads == 0 || !config.heads.is_multiple_of(config.kv_heads) || !config.hidden.is_multiple_of(2) {
-        return Err(ModelError::Config { path, why: "heads must be a multiple of KV heads, hidden even".into() });
+    if let Err(why) = config.check() {
+        return Err(ModelError::Unsupported { path, why });
     }
     Ok(config)
 }
@@ -123,13 +127,14 @@ pub fn f16_to_f32(h: u16) -> f32 {
     f32::from_bits(bits)
 }
 
-/// Loads a Qwen3 directory into the golden model's fixed point.
+/// Loads a model directory into the golden model's fixed point.
 pub fn load(dir: &Path) -> Result<Model, ModelError> {
     let (config, float) = load_float(dir)?;
     Ok(Model::from_float(config, &float)?)
 }
 
-/// Loads a Qwen3 directory as f32 tensors (what the f32 reference runs on).
+/// Loads a model directory as f32 tensors (what the f32 reference runs on). The LM head is
+/// `lm_head.weight` when the checkpoint has one, else the embeddings (tied).
 pub fn load_float(dir: &Path) -> Result<(Config, FloatModel), ModelError> {
     let config = read_config(dir)?;
     let shards = read_shards(dir)?;
@@ -144,16 +149,21 @@ pub fn load_float(dir: &Path) -> Result<(Config, FloatModel), ModelError> {
         let t = views.get(&name).ok_or_else(|| ModelError::Tensor { name: name.clone(), why: "missing".into() })?;
         to_f32(&name, t, shape)
     };
+    let optional = |want: bool, name: String, shape: &[usize]| if want { get(name, shape) } else { Ok(Vec::new()) };
     let layers = (0..c.layers)
         .map(|i| {
             let p = |s: &str| format!("model.layers.{i}.{s}.weight");
+            let b = |s: &str| format!("model.layers.{i}.{s}.bias");
             Ok(FloatLayer {
                 input_norm: get(p("input_layernorm"), &[c.hidden])?,
                 q: get(p("self_attn.q_proj"), &[c.q_rows(), c.hidden])?,
                 k: get(p("self_attn.k_proj"), &[c.kv_rows(), c.hidden])?,
                 v: get(p("self_attn.v_proj"), &[c.kv_rows(), c.hidden])?,
-                q_norm: get(p("self_attn.q_norm"), &[HEAD_DIM])?,
-                k_norm: get(p("self_attn.k_norm"), &[HEAD_DIM])?,
+                q_bias: optional(c.qkv_bias, b("self_attn.q_proj"), &[c.q_rows()])?,
+                k_bias: optional(c.qkv_bias, b("self_attn.k_proj"), &[c.kv_rows()])?,
+                v_bias: optional(c.qkv_bias, b("self_attn.v_proj"), &[c.kv_rows()])?,
+                q_norm: optional(c.qk_norm, p("self_attn.q_norm"), &[c.head_dim])?,
+                k_norm: optional(c.qk_norm, p("self_attn.k_norm"), &[c.head_dim])?,
                 o: get(p("self_attn.o_proj"), &[c.hidden, c.q_rows()])?,
                 post_norm: get(p("post_attention_layernorm"), &[c.hidden])?,
                 gate: get(p("mlp.gate_proj"), &[c.intermediate, c.hidden])?,
@@ -166,6 +176,8 @@ pub fn load_float(dir: &Path) -> Result<(Config, FloatModel), ModelError> {
         embed: get("model.embed_tokens.weight".into(), &[c.vocab, c.hidden])?,
         layers,
         final_norm: get("model.norm.weight".into(), &[c.hidden])?,
+        lm_head: optional(views.contains_key("lm_head.weight"), "lm_head.weight".into(), &[c.vocab, c.hidden])
+            .map(|v| Some(v).filter(|v| !v.is_empty()))?,
     };
     Ok((config, float))
 }
@@ -177,26 +189,42 @@ fn bf16(v: f32) -> [u8; 2] {
     ((rounded >> 16) as u16).to_le_bytes()
 }
 
-/// Writes a Qwen3 directory (config.json + model.safetensors in BF16) with the deterministic
-/// random weights of [`Model::random_float`].
+/// Writes a model directory (config.json + model.safetensors in BF16) with the deterministic
+/// random weights of [`Model::random_float`]: a Qwen3 for Qwen3 configs, a Qwen2 when the config
+/// has q/k/v biases, a Llama when it has neither them nor QK-norm.
 pub fn write_random(dir: &Path, c: Config, seed: u64) -> Result<(), ModelError> {
+    write_float(
+        dir,
+        c,
+        &Model::random_float(c, seed),
+        &format!("substrates random weights, seed {seed}: not a trained model"),
+    )
+}
+
+/// Writes `f` as a model directory of `c`'s architecture (BF16).
+pub fn write_float(dir: &Path, c: Config, f: &FloatModel, note: &str) -> Result<(), ModelError> {
     std::fs::create_dir_all(dir).map_err(io(dir))?;
-    let f = Model::random_float(c, seed);
+    let (arch, model_type, ..) =
+        ARCHITECTURES.iter().find(|a| a.2 == c.qk_norm && a.3 == c.qkv_bias).ok_or_else(|| {
+            ModelError::Unsupported { path: dir.into(), why: "QK-norm together with q/k/v biases".into() }
+        })?;
     let config = serde_json::json!({
-        "architectures": ["Qwen3ForCausalLM"],
-        "model_type": "qwen3",
+        "architectures": [arch],
+        "model_type": model_type,
         "hidden_size": c.hidden,
         "intermediate_size": c.intermediate,
         "num_hidden_layers": c.layers,
         "num_attention_heads": c.heads,
         "num_key_value_heads": c.kv_heads,
-        "head_dim": HEAD_DIM,
+        "head_dim": c.head_dim,
         "vocab_size": c.vocab,
         "rope_theta": c.rope_theta,
-        "rms_norm_eps": 1e-6,
-        "tie_word_embeddings": true,
+        "rms_norm_eps": c.rms_eps,
+        "tie_word_embeddings": f.lm_head.is_none(),
+        "max_position_embeddings": 4096,
+        "hidden_act": "silu",
         "torch_dtype": "bfloat16",
-        "note": format!("substrates random Qwen3, seed {seed}: not a trained model"),
+        "note": note,
     });
     let path = dir.join("config.json");
     std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap_or_default()).map_err(io(&path))?;
@@ -206,14 +234,25 @@ pub fn write_random(dir: &Path, c: Config, seed: u64) -> Result<(), ModelError> 
     };
     put("model.embed_tokens.weight".into(), vec![c.vocab, c.hidden], &f.embed);
     put("model.norm.weight".into(), vec![c.hidden], &f.final_norm);
+    if let Some(head) = &f.lm_head {
+        put("lm_head.weight".into(), vec![c.vocab, c.hidden], head);
+    }
     for (i, l) in f.layers.iter().enumerate() {
         let p = |s: &str| format!("model.layers.{i}.{s}.weight");
+        if c.qkv_bias {
+            let b = |s: &str| format!("model.layers.{i}.{s}.bias");
+            put(b("self_attn.q_proj"), vec![c.q_rows()], &l.q_bias);
+            put(b("self_attn.k_proj"), vec![c.kv_rows()], &l.k_bias);
+            put(b("self_attn.v_proj"), vec![c.kv_rows()], &l.v_bias);
+        }
+        if c.qk_norm {
+            put(p("self_attn.q_norm"), vec![c.head_dim], &l.q_norm);
+            put(p("self_attn.k_norm"), vec![c.head_dim], &l.k_norm);
+        }
         put(p("input_layernorm"), vec![c.hidden], &l.input_norm);
         put(p("self_attn.q_proj"), vec![c.q_rows(), c.hidden], &l.q);
         put(p("self_attn.k_proj"), vec![c.kv_rows(), c.hidden], &l.k);
         put(p("self_attn.v_proj"), vec![c.kv_rows(), c.hidden], &l.v);
-        put(p("self_attn.q_norm"), vec![HEAD_DIM], &l.q_norm);
-        put(p("self_attn.k_norm"), vec![HEAD_DIM], &l.k_norm);
         put(p("self_attn.o_proj"), vec![c.hidden, c.q_rows()], &l.o);
         put(p("post_attention_layernorm"), vec![c.hidden], &l.post_norm);
         put(p("mlp.gate_proj"), vec![c.intermediate, c.hidden], &l.gate);

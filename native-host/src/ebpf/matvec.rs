@@ -44,6 +44,8 @@ pub struct Matvec {
     args: MapMemory,
     /// Instructions the verifier processed to accept the program.
     pub verified_insns: Option<u32>,
+    /// PRENORM's `rms_norm_eps` in Q32 (Qwen3's 1e-6 unless set).
+    pub eps_q32: u32,
 }
 
 /// What one `run` did.
@@ -104,6 +106,7 @@ impl Matvec {
         let args = MapMemory::new(map_fd("args")?, SLOTS * ARGS * 4, "args")?;
         Ok(Matvec {
             verified_insns: sys::verified_insns(prog_fd),
+            eps_q32: kernels_wasm::qwen3::fixed::EPS_Q32 as u32,
             _object: object,
             prog_fd,
             rows,
@@ -206,7 +209,7 @@ impl Matvec {
             let args = self.args.as_u32_mut();
             for (slot, &(share_first, share_count)) in shares.iter().enumerate() {
                 let a = &mut args[slot * ARGS..(slot + 1) * ARGS];
-                a.copy_from_slice(&[share_first, share_count, 0, 0, flags, first as u32, 0, 0]);
+                a.copy_from_slice(&[share_first, share_count, 0, 0, flags, first as u32, 0, self.eps_q32]);
             }
         }
         let fd = self.prog_fd;

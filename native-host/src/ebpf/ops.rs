@@ -3,7 +3,7 @@
 
 use super::sys::{self, MapMemory};
 use super::EbpfError;
-use kernels_wasm::qwen3::fixed::HEAD_DIM;
+use kernels_wasm::qwen3::fixed::{self, MAX_HEAD_DIM};
 use libbpf_rs::{MapCore, Object, ObjectBuilder};
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 
@@ -24,14 +24,17 @@ struct Work {
     stride: u32,
     zero: u32,
     flags: u32,
-    pad: [u32; 7],
+    hd: u32,
+    scale: u32,
+    eps: u32,
+    pad: [u32; 4],
     a: [i32; MAXV],
     b: [i32; MAXV],
     c: [i32; MAXV],
     d: [i32; MAXV],
     w: [i32; MAXV],
-    cos: [i32; HEAD_DIM / 2],
-    sin: [i32; HEAD_DIM / 2],
+    cos: [i32; MAX_HEAD_DIM / 2],
+    sin: [i32; MAX_HEAD_DIM / 2],
 }
 
 /// The programs of the object, by section name.
@@ -59,12 +62,13 @@ impl Op {
 }
 
 /// The KV cache's geometry: slot of (position, layer, KV head) = `(pos·layers + layer)·kv_heads
-/// + kv_head`, as the seed lays it out.
+/// + kv_head`, as the seed lays it out; a slot holds one head's key and value (up to 128 each).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KvShape {
     pub positions: usize,
     pub layers: usize,
     pub kv_heads: usize,
+    pub head_dim: usize,
 }
 
 /// Where in the cache: layer and position.
@@ -74,17 +78,18 @@ pub struct At {
     pub pos: usize,
 }
 
-/// QK-norm scales and this position's RoPE tables, for attention to apply itself first.
+/// This position's RoPE tables and, for Qwen3, the QK-norm scales (q's, k's): for attention to
+/// apply them itself first.
 #[derive(Debug, Clone, Copy)]
 pub struct Prep<'a> {
-    pub q_norm: &'a [i32],
-    pub k_norm: &'a [i32],
+    pub qk_norm: Option<(&'a [i32], &'a [i32])>,
     pub cos: &'a [i32],
     pub sin: &'a [i32],
 }
 
-/// `flags` bit of the attention program: QK-norm and RoPE before attending.
-const PREP: u32 = 1;
+/// `flags` bits of the attention program.
+const ROPE: u32 = 1;
+const QKNORM: u32 = 2;
 
 /// One token's query heads and its keys and values (RoPE already applied to q and k, unless
 /// [`Prep`] is given).
@@ -100,6 +105,8 @@ pub struct Ops {
     fds: Vec<(Op, RawFd, Option<u32>)>,
     work: MapMemory,
     pub kv: KvShape,
+    /// `rms_norm_eps` in Q32 for the norms (Qwen3's 1e-6 unless set).
+    pub eps_q32: u32,
     /// BPF calls made so far.
     pub calls: u64,
     /// Kernel-measured nanoseconds of those calls.
@@ -112,6 +119,13 @@ impl Ops {
         let slots = kv.positions * kv.layers * kv.kv_heads;
         if slots == 0 || slots > u32::MAX as usize / 2 {
             return Err(EbpfError::Shape { what: "KV cache slots", expected: 1, got: slots });
+        }
+        if kv.head_dim == 0 || kv.head_dim > MAX_HEAD_DIM || kv.head_dim % 2 != 0 {
+            return Err(EbpfError::Shape {
+                what: "head_dim (even, at most 128)",
+                expected: MAX_HEAD_DIM,
+                got: kv.head_dim,
+            });
         }
         let mut open = ObjectBuilder::default().open_memory(OBJECT).map_err(load)?;
         for mut map in open.maps_mut() {
@@ -135,7 +149,7 @@ impl Ops {
             .map(|m| m.as_fd().as_raw_fd())
             .ok_or(EbpfError::MissingMap { program: OBJECT_NAME, map: "work" })?;
         let work = MapMemory::new(work_fd, std::mem::size_of::<Work>(), "work")?;
-        Ok(Ops { _object: object, fds, work, kv, calls: 0, kernel_ns: 0 })
+        Ok(Ops { _object: object, fds, work, kv, eps_q32: fixed::EPS_Q32 as u32, calls: 0, kernel_ns: 0 })
     }
 
     /// Verifier statistics: (program, processed instructions).
@@ -150,6 +164,9 @@ impl Ops {
     }
 
     fn run(&mut self, op: Op) -> Result<(), EbpfError> {
+        let (hd, eps) = (self.kv.head_dim, self.eps_q32);
+        let wk = self.work();
+        (wk.hd, wk.scale, wk.eps) = (hd as u32, fixed::score_scale_q16(hd) as u32, eps);
         let fd = self.fds.iter().find(|f| f.0 == op).map(|f| f.1).unwrap_or(-1);
         let (retval, ns) = sys::test_run(fd, 0, op.program())?;
         self.calls += 1;
@@ -187,21 +204,23 @@ impl Ops {
         Ok(())
     }
 
-    /// RoPE of every 128-wide head of `x` with this position's Q20 cos/sin (64 each), in place.
+    /// RoPE of every head (`head_dim` wide) of `x` with this position's Q20 cos/sin
+    /// (`head_dim / 2` each), in place.
     pub fn rope(&mut self, x: &mut [i32], cos: &[i32], sin: &[i32]) -> Result<(), EbpfError> {
         Self::check("rope input", x.len(), MAXV)?;
-        if !x.len().is_multiple_of(HEAD_DIM) || cos.len() != HEAD_DIM / 2 || sin.len() != HEAD_DIM / 2 {
+        let hd = self.kv.head_dim;
+        if !x.len().is_multiple_of(hd) || cos.len() != hd / 2 || sin.len() != hd / 2 {
             return Err(EbpfError::Shape {
-                what: "rope input (heads of 128) or cos/sin (64)",
-                expected: HEAD_DIM,
+                what: "rope input (whole heads) or cos/sin (head_dim/2)",
+                expected: hd,
                 got: x.len(),
             });
         }
         let wk = self.work();
-        wk.segs = (x.len() / HEAD_DIM) as u32;
+        wk.segs = (x.len() / hd) as u32;
         wk.a[..x.len()].copy_from_slice(x);
-        wk.cos.copy_from_slice(cos);
-        wk.sin.copy_from_slice(sin);
+        wk.cos[..hd / 2].copy_from_slice(cos);
+        wk.sin[..hd / 2].copy_from_slice(sin);
         self.run(Op::Rope)?;
         x.copy_from_slice(&self.work().a[..x.len()]);
         Ok(())
@@ -231,7 +250,7 @@ impl Ops {
         Ok(())
     }
 
-    /// Stores this token's `k`, `v` (kv_heads·128, RoPE applied to k) at (`pos`, `layer`) and
+    /// Stores this token's `k`, `v` (kv_heads·head_dim, RoPE applied to k) at (`pos`, `layer`) and
     /// attends every query head of `q` over positions `0..=pos`; the result goes to `out`.
     pub fn attention(&mut self, at: At, heads: usize, qkv: Qkv<'_>, out: &mut [i32]) -> Result<(), EbpfError> {
         self.attention_with(at, heads, qkv, None, out)
@@ -255,10 +274,11 @@ impl Ops {
                 got: pos + 1,
             });
         }
-        if layer >= kv.layers || heads == 0 || !heads.is_multiple_of(kv.kv_heads) || heads * HEAD_DIM > MAXV {
+        let hd = kv.head_dim;
+        if layer >= kv.layers || heads == 0 || !heads.is_multiple_of(kv.kv_heads) || heads * hd > MAXV {
             return Err(EbpfError::Shape { what: "attention layer/heads", expected: kv.layers, got: layer });
         }
-        let (qn, kvn) = (heads * HEAD_DIM, kv.kv_heads * HEAD_DIM);
+        let (qn, kvn) = (heads * hd, kv.kv_heads * hd);
         if q.len() != qn || k.len() != kvn || v.len() != kvn || out.len() != qn {
             return Err(EbpfError::Shape { what: "attention q/k/v/out", expected: qn, got: q.len() });
         }
@@ -273,19 +293,21 @@ impl Ops {
         wk.c[..kvn].copy_from_slice(v);
         wk.flags = 0;
         if let Some(p) = prep {
-            let half = HEAD_DIM / 2;
-            if p.q_norm.len() != HEAD_DIM || p.k_norm.len() != HEAD_DIM || p.cos.len() != half || p.sin.len() != half {
-                return Err(EbpfError::Shape {
-                    what: "QK-norm scales (128) / RoPE tables (64)",
-                    expected: HEAD_DIM,
-                    got: p.q_norm.len(),
-                });
+            let half = hd / 2;
+            if p.cos.len() != half || p.sin.len() != half {
+                return Err(EbpfError::Shape { what: "RoPE tables (head_dim/2)", expected: half, got: p.cos.len() });
             }
-            wk.flags = PREP;
-            wk.w[..HEAD_DIM].copy_from_slice(p.q_norm);
-            wk.w[HEAD_DIM..2 * HEAD_DIM].copy_from_slice(p.k_norm);
-            wk.cos.copy_from_slice(p.cos);
-            wk.sin.copy_from_slice(p.sin);
+            wk.flags = ROPE;
+            wk.cos[..half].copy_from_slice(p.cos);
+            wk.sin[..half].copy_from_slice(p.sin);
+            if let Some((qn, kn)) = p.qk_norm {
+                if qn.len() != hd || kn.len() != hd {
+                    return Err(EbpfError::Shape { what: "QK-norm scales (head_dim)", expected: hd, got: qn.len() });
+                }
+                wk.flags |= QKNORM;
+                wk.w[..hd].copy_from_slice(qn);
+                wk.w[hd..2 * hd].copy_from_slice(kn);
+            }
         }
         self.run(Op::Attention)?;
         out.copy_from_slice(&self.work().d[..qn]);

@@ -60,16 +60,16 @@ fn isqrt_is_within_one_of_the_true_root() {
 #[test]
 fn rms_norm_matches_f64() {
     let mut rng = Rng::new(2);
-    for n in [8, 128, 1024] {
+    for (n, eps) in [(8, 1e-6), (128, 1e-6), (1024, 1e-6), (576, 1e-5)] {
         let xf = rng.f32s(n, 3.0);
         let wf: Vec<f32> = rng.f32s(n, 1.0).iter().map(|v| v + 1.0).collect();
         let x: Vec<i32> = xf.iter().map(|&v| q16(v as f64)).collect();
         let w = tensor_to_fixed(&wf, Q_NORM).unwrap();
         let mut y = vec![0; n];
-        rms_norm(&x, &w, &mut y);
+        rms_norm(&x, &w, eps_q32(eps), &mut y);
         let ms: f64 = xf.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / n as f64;
         for i in 0..n {
-            let expect = xf[i] as f64 / (ms + 1e-6).sqrt() * wf[i] as f64;
+            let expect = xf[i] as f64 / (ms + eps).sqrt() * wf[i] as f64;
             assert!((f(y[i] as i64, 16) - expect).abs() < 0.005, "n={n} i={i}");
         }
     }
@@ -142,9 +142,17 @@ fn online_softmax_is_the_softmax_weighted_mean() {
 }
 
 #[test]
-fn scores_scale_by_one_over_root_128() {
-    let q = vec![q16(1.0); 128];
-    let k = vec![q16(0.5); 128];
-    // Σ q·k = 64.0 → 64 / √128 = 5.657 (5793/65536 is 1/√128 to 4 digits).
-    assert!((f(score(&q, &k) as i64, 16) - 64.0 / 128f64.sqrt()).abs() < 1e-3);
+fn scores_scale_by_one_over_root_head_dim() {
+    // The seed's constants fall out of the general formulas.
+    assert_eq!(score_scale_q16(128), INV_SQRT_128_Q16);
+    assert_eq!(eps_q32(1e-6), EPS_Q32);
+    for dim in [64, 80, 96, 128] {
+        let scale = score_scale_q16(dim);
+        assert_eq!(scale, (65536.0 / (dim as f64).sqrt()).round() as i64, "head_dim {dim}");
+        let q = vec![q16(1.0); dim];
+        let k = vec![q16(0.5); dim];
+        // Σ q·k = dim / 2 → (dim / 2) / √dim.
+        let want = dim as f64 / 2.0 / (dim as f64).sqrt();
+        assert!((f(score(&q, &k, scale) as i64, 16) - want).abs() < 1e-3, "head_dim {dim}");
+    }
 }
