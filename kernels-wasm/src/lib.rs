@@ -6,6 +6,7 @@
 //!
 //! Modules:
 //! - [`bitnet`]: BitNet b1.58 ternary kernels (I2_S; TL1/TL2 to come).
+//! - [`gguf`]: the llama.cpp model format: parse, dequantise, write.
 //! - [`protocol`]: every message that crosses the playground ↔ bridge websocket, defined once and
 //!   used by both sides.
 #![cfg_attr(not(feature = "std"), no_std)]
@@ -13,5 +14,6 @@
 extern crate alloc;
 
 pub mod bitnet;
+pub mod gguf;
 pub mod protocol;
 pub mod qwen3;

@@ -28,6 +28,8 @@ pub struct Tools {
     pub wasm_bindgen_test_runner: PathBuf,
     /// The official Qwen3 tokenizer.json (tests only).
     pub qwen3_tokenizer: Option<PathBuf>,
+    /// SmolLM2-135M-Instruct GGUF: the eBPF tab's default model and the accuracy gates' model.
+    pub smollm2: PathBuf,
 }
 
 pub fn prerequisites(purpose: For) -> Result<Tools> {
@@ -56,10 +58,12 @@ pub fn prerequisites(purpose: For) -> Result<Tools> {
         node_packages()?;
         qwen3_tokenizer = Some(crate::fetch::fetch(&crate::fetch::QWEN3_TOKENIZER)?);
     }
+    let smollm2 = crate::fetch::fetch(&crate::fetch::SMOLLM2)?;
     Ok(Tools {
         trunk,
         wasm_bindgen_test_runner: wasm_bindgen.with_file_name("wasm-bindgen-test-runner"),
         qwen3_tokenizer,
+        smollm2,
     })
 }
 
@@ -122,7 +126,7 @@ pub fn miri() -> Result<()> {
     )
 }
 
-fn debian_packages(packages: &[&str]) -> Result<()> {
+pub fn debian_packages(packages: &[&str]) -> Result<()> {
     let missing: Vec<&str> = packages
         .iter()
         .copied()

@@ -26,7 +26,11 @@ pub fn run(_: Args) -> Result<()> {
     step("native tests: cargo test --workspace");
     let t = Instant::now();
     let tokenizer = tools.qwen3_tokenizer.as_ref().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
-    let native = cargo(&["test", "--workspace"], &[("SUBSTRATES_QWEN3_TOKENIZER", tokenizer.as_str())]);
+    let smollm2 = tools.smollm2.to_string_lossy().into_owned();
+    let native = cargo(
+        &["test", "--workspace"],
+        &[("SUBSTRATES_QWEN3_TOKENIZER", tokenizer.as_str()), ("SUBSTRATES_SMOLLM2_GGUF", smollm2.as_str())],
+    );
     results.push(("native (cargo test --workspace)", t.elapsed(), native));
 
     step("wasm tests in headless Chromium: cargo test --target wasm32-unknown-unknown -p kernels-wasm -p web");

@@ -2,28 +2,30 @@
 
 use super::forward::BpfModel;
 use super::hf;
-use super::tokenize::{chat_prompt, TextTokenizer};
+use super::models;
 use anyhow::{bail, Context, Result};
-use kernels_wasm::qwen3::model::{Cache, Config};
+use kernels_wasm::qwen3::model::{Cache, Config, Model};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 
 #[derive(clap::Args)]
 pub struct RunArgs {
-    /// A Hugging Face Qwen3 directory (config.json + *.safetensors).
+    /// A GGUF file (llama, qwen2, qwen3; its tokenizer inside) or a Hugging Face directory
+    /// (config.json + *.safetensors of Qwen3, Qwen2 or Llama; tokenizer.json beside them).
     #[arg(long)]
     model: PathBuf,
     /// Prompt token ids, comma-separated.
     #[arg(long, value_delimiter = ',', required_unless_present = "prompt", conflicts_with = "prompt")]
     ids: Vec<usize>,
-    /// Prompt text, tokenized with the model's tokenizer.json (or --tokenizer).
+    /// Prompt text, tokenized with the model's tokenizer (or --tokenizer).
     #[arg(long)]
     prompt: Option<String>,
-    /// Wrap the prompt in Qwen3's chat markup (a user turn, then the assistant's).
+    /// Wrap the prompt in the model's ChatML markup (its default system turn, a user turn, then
+    /// the assistant's).
     #[arg(long, requires = "prompt")]
     chat: bool,
-    /// tokenizer.json to use [default: the one in the model directory].
+    /// tokenizer.json to use [default: the model's own].
     #[arg(long)]
     tokenizer: Option<PathBuf>,
     /// Tokens to generate (greedy).
@@ -45,33 +47,35 @@ pub struct RunArgs {
 
 pub fn run(mut args: RunArgs) -> Result<()> {
     let n = args.tokens.min(1 << 16);
-    let tokenizer_path = args.tokenizer.clone().unwrap_or_else(|| args.model.join("tokenizer.json"));
-    let tokenizer = if args.prompt.is_some() || tokenizer_path.exists() {
-        Some(TextTokenizer::from_file(&tokenizer_path)?)
-    } else {
-        None
-    };
-    if let (Some(prompt), Some(t)) = (&args.prompt, &tokenizer) {
-        let text = if args.chat { chat_prompt(prompt) } else { prompt.clone() };
+    let t = Instant::now();
+    let loaded = models::load(&args.model, args.tokenizer.as_deref())
+        .with_context(|| format!("loading {}", args.model.display()))?;
+    let model = Model::from_float(loaded.config, &loaded.float)?;
+    let c = model.config;
+    eprintln!(
+        "loaded {} ({}: {} layers, hidden {}, vocab {}) in {:.1} s",
+        args.model.display(),
+        loaded.format,
+        c.layers,
+        c.hidden,
+        c.vocab,
+        t.elapsed().as_secs_f64()
+    );
+    let tokenizer = loaded.tokenizer;
+    if let Some(prompt) = &args.prompt {
+        let Some(t) = &tokenizer else {
+            bail!("--prompt needs a tokenizer: {} has no tokenizer.json; give --tokenizer or --ids", args.model.display())
+        };
+        let text = if args.chat { t.chat_prompt(prompt) } else { prompt.clone() };
         args.ids = t.encode(&text)?;
         eprintln!("prompt: {} tokens {:?}", args.ids.len(), args.ids);
     }
     if args.ids.is_empty() {
         bail!("the prompt is empty: give --ids or a non-empty --prompt");
     }
-    let t = Instant::now();
-    let model = hf::load(&args.model).with_context(|| format!("loading {}", args.model.display()))?;
-    let c = model.config;
     if let Some(bad) = args.ids.iter().find(|&&t| t >= c.vocab) {
         bail!("--ids: token {bad} is outside the vocabulary of {} tokens", c.vocab);
     }
-    eprintln!(
-        "loaded {} ({} layers, vocab {}) in {:.1} s",
-        args.model.display(),
-        c.layers,
-        c.vocab,
-        t.elapsed().as_secs_f64()
-    );
     let positions = args.ids.len() + n;
     let mut bpf = if args.userspace {
         eprintln!("USERSPACE: the golden model runs in this process; nothing runs in the kernel");

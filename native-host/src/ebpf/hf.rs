@@ -4,6 +4,7 @@
 //! with random weights (BF16, as the official checkpoints).
 
 use kernels_wasm::qwen3::model::{Config, FloatLayer, FloatModel, Model};
+use kernels_wasm::gguf::f16_to_f32;
 use safetensors::tensor::{Dtype, TensorView};
 use safetensors::SafeTensors;
 use std::collections::HashMap;
@@ -21,6 +22,10 @@ pub enum ModelError {
     Safetensors { path: PathBuf, source: safetensors::SafeTensorError },
     #[error("tensor {name}: {why}")]
     Tensor { name: String, why: String },
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+    #[error("{path}: not a valid GGUF file: {source}")]
+    Gguf { path: PathBuf, source: kernels_wasm::gguf::GgufError },
     #[error(transparent)]
     Range(#[from] kernels_wasm::qwen3::model::BadTensor),
 }
@@ -36,6 +41,12 @@ const ARCHITECTURES: [(&str, &str, bool, bool); 3] = [
     ("Qwen2ForCausalLM", "qwen2", false, true),
     ("LlamaForCausalLM", "llama", false, false),
 ];
+
+/// `architectures[0]` of the directory's config.json.
+pub fn architecture(dir: &Path) -> Option<String> {
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).ok()?).ok()?;
+    json["architectures"][0].as_str().map(String::from)
+}
 
 /// Reads `config.json` and checks that this is a model the kernels can run.
 pub fn read_config(dir: &Path) -> Result<Config, ModelError> {
@@ -109,22 +120,6 @@ fn to_f32(name: &str, t: &TensorView<'_>, shape: &[usize]) -> Result<Vec<f32>, M
             })
         }
     })
-}
-
-/// IEEE half to single, exactly (subnormals, infinities and NaN included).
-pub fn f16_to_f32(h: u16) -> f32 {
-    let (sign, exp, frac) = ((h as u32 & 0x8000) << 16, (h >> 10) & 0x1f, h as u32 & 0x3ff);
-    let bits = match exp {
-        0 if frac == 0 => sign,
-        0 => {
-            // Subnormal: value = frac · 2^-24, renormalised.
-            let shift = frac.leading_zeros() - 21;
-            sign | ((113 - shift) << 23) | ((frac << shift) & 0x3ff) << 13
-        }
-        0x1f => sign | 0x7f80_0000 | (frac << 13),
-        _ => sign | ((exp as u32 + 112) << 23) | (frac << 13),
-    };
-    f32::from_bits(bits)
 }
 
 /// Loads a model directory into the golden model's fixed point.
@@ -277,13 +272,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn halves_convert_exactly() {
-        assert_eq!(f16_to_f32(0x3c00), 1.0);
-        assert_eq!(f16_to_f32(0xc000), -2.0);
-        assert_eq!(f16_to_f32(0x0001), 2f32.powi(-24)); // smallest subnormal
-        assert_eq!(f16_to_f32(0x03ff), 1023.0 * 2f32.powi(-24)); // largest subnormal
-        assert_eq!(f16_to_f32(0x7bff), 65504.0);
-        assert!(f16_to_f32(0x7c00).is_infinite() && f16_to_f32(0x7e00).is_nan());
+    fn bf16_rounds_to_nearest_even() {
         assert_eq!(bf16(1.0), [0x80, 0x3f]);
         // Ties to even: 1 + 2^-8 is halfway between two BF16 values; it rounds to 1.0.
         assert_eq!(bf16(1.0 + 2f32.powi(-8)), [0x80, 0x3f]);

@@ -5,8 +5,10 @@
 
 pub mod cli;
 pub mod forward;
+pub mod gguf_model;
 pub mod hf;
 pub mod matvec;
+pub mod models;
 pub mod op_bench;
 pub mod ops;
 mod sys;
