@@ -39,6 +39,16 @@ fn start(name: &str) -> Server {
     std::fs::create_dir_all(dir.join("assets")).unwrap();
     std::fs::write(dir.join("models/tiny.gguf"), b"GGUF\x03\0\0\0\0\0\0\0\0\0\0\0").unwrap();
     std::fs::write(dir.join("outside.txt"), b"secret").unwrap();
+    let mut falcon = kernels_wasm::gguf::GgufWriter::default();
+    falcon.meta("general.architecture", kernels_wasm::gguf::Value::String("falcon".into()));
+    std::fs::write(dir.join("models/falcon.gguf"), falcon.to_bytes()).unwrap();
+    // The real model, where the test run has it (hard-linked: the bridge reads only its roots).
+    if let Some(real) = std::env::var_os("SUBSTRATES_SMOLLM2_GGUF").filter(|p| !p.is_empty()) {
+        let to = dir.join("models/smollm2.gguf");
+        if std::fs::hard_link(&real, &to).is_err() {
+            std::fs::copy(&real, &to).unwrap();
+        }
+    }
     let mut child = Command::new(env!("CARGO_BIN_EXE_native-host"))
         .args(["serve", "--bind", "127.0.0.1:0"])
         .arg("--models-dir")
@@ -156,7 +166,10 @@ async fn requests_stream_events_then_one_result() {
     match recv(&mut ws).await {
         ServerMessage::Result { id: 3, result: Reply::Models { models } } => {
             let names: Vec<_> = models.iter().map(|m| (m.root, m.path.as_str(), m.bytes)).collect();
-            assert_eq!(names, [(FileRoot::Models, "tiny.gguf", 16)]);
+            // The models directory's files (falcon.gguf, and smollm2.gguf where the run has it);
+            // outside.txt, beside the root, is not listed.
+            assert!(names.contains(&(FileRoot::Models, "tiny.gguf", 16)), "{names:?}");
+            assert!(names.iter().all(|n| n.0 == FileRoot::Models && n.1.ends_with(".gguf")), "{names:?}");
         }
         other => panic!("{other:?}"),
     }
@@ -424,27 +437,51 @@ async fn silent_clients_are_dropped_and_plain_http_is_refused() {
 /// the first holds the maps is `busy`; bad prompts and paths are refused by name.
 #[tokio::test]
 async fn ebpf_runs_stream_tokens_and_traces() {
-    use kernels_wasm::protocol::ebpf::EbpfModel;
+    use kernels_wasm::protocol::ebpf::{EbpfModel, EbpfPrompt};
     use kernels_wasm::qwen3::model::{Cache, Config, Model};
     let server = start("ebpf");
     let mut ws = connect(&server).await;
-    let run = |prompt: Vec<u32>, max_tokens: u32, model: EbpfModel| Request::EbpfRun {
+    let run = |ids: Vec<u32>, max_tokens: u32, model: EbpfModel| Request::EbpfRun {
         model,
-        prompt,
+        prompt: EbpfPrompt::Ids { ids },
         max_tokens,
         threads: 2,
     };
     let tiny = EbpfModel::TinyRandom { seed: 5 };
+    let path = |p: &str| EbpfModel::Path { path: p.into() };
 
-    // Bad input first: each names what was wrong.
+    // Bad input first: each names what was wrong. (Checked before the kernel is touched, so
+    // these run on hosts without BPF too.)
     request(&mut ws, 1, run(vec![], 4, tiny.clone())).await;
     assert!(error_of(recv(&mut ws).await).2.contains("prompt"));
-    request(&mut ws, 2, run(vec![1], 4, EbpfModel::Dir { path: "../outside.txt".into() })).await;
+    request(&mut ws, 2, run(vec![1], 4, path("../outside.txt"))).await;
     assert_eq!(error_of(recv(&mut ws).await).1, ErrorCode::PathRefused);
-    request(&mut ws, 3, run(vec![5000], 4, tiny.clone())).await;
-    assert!(error_of(recv(&mut ws).await).2.contains("outside the vocabulary"));
-
-    if !native_host::probe::ebpf().available {
+    if native_host::probe::ebpf().available {
+        request(&mut ws, 3, run(vec![5000], 4, tiny.clone())).await;
+        assert!(error_of(recv(&mut ws).await).2.contains("outside the vocabulary"));
+        let cases: [(Request, &str); 6] = [
+            (run(vec![1], 4, path("missing.gguf")), "missing.gguf"),
+            // A GGUF header that ends where its tensor count should be.
+            (run(vec![1], 4, path("tiny.gguf")), "truncated"),
+            (run(vec![1], 4, path("falcon.gguf")), "architecture \"falcon\""),
+            (run(vec![1; 2049], 4, tiny.clone()), "2048"),
+            (
+                Request::EbpfRun {
+                    model: tiny.clone(),
+                    prompt: EbpfPrompt::Text { text: "hello".into(), chat: false },
+                    max_tokens: 2,
+                    threads: 1,
+                },
+                "no tokenizer",
+            ),
+            (run(vec![1], 100_000, tiny.clone()), "max_tokens"),
+        ];
+        for (i, (req, needle)) in cases.into_iter().enumerate() {
+            request(&mut ws, 30 + i as u64, req).await;
+            let (_, code, message) = error_of(recv(&mut ws).await);
+            assert!(message.contains(needle), "case {i}: {code:?} {message:?} lacks {needle:?}");
+        }
+    } else {
         eprintln!("SKIPPED the kernel half: {}", native_host::probe::ebpf().detail);
         return;
     }
@@ -454,6 +491,10 @@ async fn ebpf_runs_stream_tokens_and_traces() {
     let (mut tokens, mut traces, mut verifier, mut busy, mut done) = (Vec::new(), 0, false, false, None);
     while done.is_none() || !busy {
         match recv(&mut ws).await {
+            ServerMessage::Event { id: 4, event: Event::EbpfPrompt { ids, model, .. } } => {
+                assert_eq!(ids, prompt);
+                assert!(model.contains("tiny random Qwen3"), "{model}");
+            }
             ServerMessage::Event { id: 4, event: Event::EbpfVerifier { programs } } => {
                 verifier = programs.iter().any(|p| p.program == "qwen3_attention" && p.instructions > 0);
                 // The first run now holds the maps: a second one must be refused.
@@ -511,7 +552,7 @@ async fn ebpf_runs_stream_tokens_and_traces() {
 /// Cancelling a run ends it with `cancelled` and frees the kernel maps for the next run.
 #[tokio::test]
 async fn a_cancelled_ebpf_run_releases_the_kernel() {
-    use kernels_wasm::protocol::ebpf::EbpfModel;
+    use kernels_wasm::protocol::ebpf::{EbpfModel, EbpfPrompt};
     if !native_host::probe::ebpf().available {
         eprintln!("SKIPPED: {}", native_host::probe::ebpf().detail);
         return;
@@ -520,7 +561,7 @@ async fn a_cancelled_ebpf_run_releases_the_kernel() {
     let mut ws = connect(&server).await;
     let run = |max_tokens| Request::EbpfRun {
         model: EbpfModel::TinyRandom { seed: 1 },
-        prompt: vec![1],
+        prompt: EbpfPrompt::Ids { ids: vec![1] },
         max_tokens,
         threads: 1,
     };
@@ -570,4 +611,43 @@ async fn a_cancelled_ebpf_run_releases_the_kernel() {
             other => panic!("the kernel was not released: {other:?}"),
         }
     }
+}
+
+/// A text prompt, tokenized by the bridge with the GGUF file's own tokenizer, on the real
+/// SmolLM2: the prompt comes back as ids with their text, tokens stream with their text.
+#[tokio::test]
+async fn a_text_prompt_runs_on_the_real_model() {
+    use kernels_wasm::protocol::ebpf::{EbpfModel, EbpfPrompt};
+    if std::env::var_os("SUBSTRATES_SMOLLM2_GGUF").is_none() || !native_host::probe::ebpf().available {
+        eprintln!("SKIPPED: needs SUBSTRATES_SMOLLM2_GGUF (cargo xtask test) and a host that loads BPF");
+        return;
+    }
+    let server = start("ebpf-text");
+    let mut ws = connect(&server).await;
+    let req = Request::EbpfRun {
+        model: EbpfModel::Path { path: "smollm2.gguf".into() },
+        prompt: EbpfPrompt::Text { text: "The capital of France is".into(), chat: false },
+        max_tokens: 3,
+        threads: 2,
+    };
+    request(&mut ws, 1, req).await;
+    let (mut pieces, mut text) = (Vec::new(), String::new());
+    loop {
+        match recv(&mut ws).await {
+            ServerMessage::Event { event: Event::EbpfPrompt { model, ids, pieces: p }, .. } => {
+                assert!(model.starts_with("GGUF llama: 30 layers"), "{model}");
+                assert_eq!((ids.len(), p.len()), (5, 5));
+                pieces = p;
+            }
+            ServerMessage::Event { event: Event::EbpfToken { prompt: false, text: t, .. }, .. } => text.push_str(&t),
+            ServerMessage::Event { .. } => {}
+            ServerMessage::Result { result: Reply::EbpfDone { generated, .. }, .. } => {
+                assert_eq!(generated.len(), 3);
+                break;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(pieces.concat(), "The capital of France is");
+    assert!(text.starts_with(" Paris"), "{text:?}");
 }

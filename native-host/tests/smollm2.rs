@@ -35,7 +35,9 @@ fn the_tokenizer_inside_the_gguf_file_is_smollm2s() {
     let digits = t.encode("2024").unwrap();
     assert_eq!(digits.len(), 4);
     assert_eq!(digits, ["2", "0", "2", "4"].map(|d| t.encode(d).unwrap()[0]));
-    for text in ["Hello, world!", "  two  spaces\tand tabs\n\nnew lines", "Привет, мир — ünïcödé 😀", "x=1+2*3; // code"] {
+    for text in
+        ["Hello, world!", "  two  spaces\tand tabs\n\nnew lines", "Привет, мир — ünïcödé 😀", "x=1+2*3; // code"]
+    {
         let ids = t.encode(text).unwrap();
         assert_eq!(t.decode(&ids).unwrap(), text, "{ids:?}");
     }

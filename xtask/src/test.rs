@@ -124,6 +124,7 @@ fn e2e(tools: &setup::Tools) -> Result<()> {
         .env("E2E_BRIDGE_PORT", E2E_BRIDGE_PORT.to_string())
         .env("NATIVE_HOST_BIN", &native_host)
         .env("E2E_SCREENSHOTS", dir.join("screenshots"))
+        .env("E2E_MODELS_DIR", tools.smollm2.parent().unwrap_or(&root))
         .status()?;
     web.stop();
     if !status.success() {

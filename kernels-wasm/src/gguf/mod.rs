@@ -153,10 +153,8 @@ impl<'a> Reader<'a> {
         let len = self.u64(what)?;
         let at = self.at;
         let bytes = self.take(len, what)?;
-        String::from_utf8(bytes.to_vec()).map_err(|_| GgufError::Metadata {
-            key: alloc::format!("({what} at byte {at})"),
-            why: "not UTF-8".into(),
-        })
+        String::from_utf8(bytes.to_vec())
+            .map_err(|_| GgufError::Metadata { key: alloc::format!("({what} at byte {at})"), why: "not UTF-8".into() })
     }
 
     fn value(&mut self, ty: u32, key: &str, depth: u32) -> Result<Value, GgufError> {
@@ -249,11 +247,11 @@ impl Gguf {
                     return Err(GgufError::Tensor {
                         name: t.name.clone(),
                         why: alloc::format!(
-                            "data at offset {} + {} bytes lies outside the file ({} bytes) or is misaligned: truncated?",
-                            t.offset,
-                            t.bytes,
-                            bytes.len().saturating_sub(data_start)
-                        ),
+                        "data at offset {} + {} bytes lies outside the file ({} bytes) or is misaligned: truncated?",
+                        t.offset,
+                        t.bytes,
+                        bytes.len().saturating_sub(data_start)
+                    ),
                     })
                 }
             }

@@ -151,7 +151,13 @@ pub fn dequantize(ty: GgmlType, data: &[u8]) -> Option<Vec<f32>> {
                 at += if has_high { 4 } else { 0 };
                 let qs = &b[at..at + 16];
                 // Without a min the codes are centred: 4-bit − 8, 5-bit − 16.
-                let centre = if has_min { 0 } else if has_high { 16 } else { 8 };
+                let centre = if has_min {
+                    0
+                } else if has_high {
+                    16
+                } else {
+                    8
+                };
                 let mut lo = [0f32; 16];
                 let mut hi = [0f32; 16];
                 for j in 0..16 {
@@ -159,11 +165,8 @@ pub fn dequantize(ty: GgmlType, data: &[u8]) -> Option<Vec<f32>> {
                     let h1 = (qh >> (j + 12)) & 0x10;
                     let q0 = ((qs[j] & 0xf) as u32 | h0) as i32 - centre;
                     let q1 = ((qs[j] >> 4) as u32 | h1) as i32 - centre;
-                    (lo[j], hi[j]) = if has_min {
-                        (q0 as f32 * d + m, q1 as f32 * d + m)
-                    } else {
-                        (q0 as f32 * d, q1 as f32 * d)
-                    };
+                    (lo[j], hi[j]) =
+                        if has_min { (q0 as f32 * d + m, q1 as f32 * d + m) } else { (q0 as f32 * d, q1 as f32 * d) };
                 }
                 out.extend_from_slice(&lo);
                 out.extend_from_slice(&hi);

@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 pub const MAX_EBPF_TOKENS: u32 = 512;
 /// Longest prompt, in tokens.
 pub const MAX_EBPF_PROMPT: usize = 2048;
+/// Longest prompt text, in bytes (before tokenizing).
+pub const MAX_EBPF_PROMPT_TEXT: usize = 16 * 1024;
 
 /// The model of a run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -15,8 +17,24 @@ pub const MAX_EBPF_PROMPT: usize = 2048;
 pub enum EbpfModel {
     /// The tiny Qwen3 with deterministic random weights (needs no download).
     TinyRandom { seed: u64 },
-    /// A Qwen3 directory under the bridge's models directory.
-    Dir { path: String },
+    /// A model under the bridge's models directory: a GGUF file (llama, qwen2, qwen3) or a
+    /// Hugging Face directory (Qwen3, Qwen2, Llama).
+    #[serde(alias = "dir")]
+    Path { path: String },
+}
+
+/// What to run on: token ids, or text the bridge tokenizes with the model's tokenizer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EbpfPrompt {
+    Ids {
+        ids: alloc::vec::Vec<u32>,
+    },
+    /// With `chat`, wrapped in the model's ChatML markup (its default system turn, the user's).
+    Text {
+        text: String,
+        chat: bool,
+    },
 }
 
 /// One BPF call, as the trace shows it.

@@ -72,7 +72,7 @@ pub enum Request {
     /// reply [`Reply::EbpfDone`]. One run at a time per host (the kernel maps are shared).
     EbpfRun {
         model: ebpf::EbpfModel,
-        prompt: Vec<u32>,
+        prompt: ebpf::EbpfPrompt,
         max_tokens: u32,
         /// Threads sharing each matrix (1 or 2).
         #[serde(default = "two")]
@@ -161,6 +161,14 @@ pub enum Event {
     EbpfVerifier {
         programs: Vec<ebpf::VerifierStat>,
     },
+    /// The model that was loaded and the prompt as token ids with their text.
+    EbpfPrompt {
+        /// "GGUF llama: 30 layers, hidden 576, vocab 49152", …
+        model: String,
+        ids: Vec<u32>,
+        /// Each id's text (empty without a tokenizer).
+        pieces: Vec<String>,
+    },
     /// The token chosen at `pos` (for prompt positions: the prediction the prompt overrides).
     EbpfToken {
         pos: u32,
@@ -172,6 +180,9 @@ pub enum Event {
         reference_top: Vec<ebpf::TopLogit>,
         seconds: f64,
         calls: u32,
+        /// The token's text (empty without a tokenizer).
+        #[serde(default)]
+        text: String,
     },
     EbpfTrace {
         pos: u32,

@@ -59,14 +59,15 @@ impl Config {
     };
 
     /// Tiny shapes of the three architectures, for tests: qwen3 (QK-norm, head_dim 128), llama
-    /// (no QK-norm, head_dim 64, ε 1e-5) and qwen2 (q/k/v biases).
+    /// (no QK-norm, head_dim 64 = hidden / heads as llama requires, ε 1e-5) and qwen2 (q/k/v
+    /// biases).
     pub const TINY_FAMILY: [(&'static str, Config); 3] = [
         ("qwen3", Config::TINY),
         (
             "llama",
             Config {
                 head_dim: 64,
-                heads: 6,
+                heads: 4,
                 kv_heads: 2,
                 rms_eps: 1e-5,
                 qk_norm: false,
@@ -115,14 +116,15 @@ impl Config {
         if !c.heads.is_multiple_of(c.kv_heads) {
             return Err(alloc::format!("{} query heads are not a multiple of {} KV heads", c.heads, c.kv_heads));
         }
-        if c.head_dim == 0 || c.head_dim > fixed::MAX_HEAD_DIM || c.head_dim % 2 != 0 {
+        if c.head_dim == 0 || c.head_dim > fixed::MAX_HEAD_DIM || !c.head_dim.is_multiple_of(2) {
             return Err(alloc::format!(
                 "head_dim {} (the kernels take even sizes up to {})",
                 c.head_dim,
                 fixed::MAX_HEAD_DIM
             ));
         }
-        if !(c.rms_eps >= 0.0 && c.rms_eps < 1.0) || !(c.rope_theta > 1.0 && c.rope_theta.is_finite()) {
+        let sane = (0.0..1.0).contains(&c.rms_eps) && c.rope_theta > 1.0 && c.rope_theta.is_finite();
+        if !sane {
             return Err(alloc::format!("rms_eps {} / rope_theta {}", c.rms_eps, c.rope_theta));
         }
         Ok(())

@@ -5,11 +5,13 @@
 use super::connection::Outbound;
 use super::requests::Failure;
 use crate::ebpf::forward::BpfModel;
-use crate::ebpf::hf;
+use crate::ebpf::models;
 use crate::files::Roots;
-use kernels_wasm::protocol::ebpf::{EbpfModel, TopLogit, VerifierStat, MAX_EBPF_PROMPT, MAX_EBPF_TOKENS};
+use kernels_wasm::protocol::ebpf::{
+    EbpfModel, EbpfPrompt, TopLogit, VerifierStat, MAX_EBPF_PROMPT, MAX_EBPF_PROMPT_TEXT, MAX_EBPF_TOKENS,
+};
 use kernels_wasm::protocol::{ErrorCode, Event, FileRoot, Reply, RequestId, ServerMessage};
-use kernels_wasm::qwen3::model::{Config, FloatModel, Model};
+use kernels_wasm::qwen3::model::{Config, Model};
 use kernels_wasm::qwen3::reference::{top_k, Reference};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -43,9 +45,18 @@ impl Run {
         let _ = self.out.blocking_send(Outbound::Frame(ServerMessage::Event { id: self.id, event }));
     }
 
-    pub fn run(self, model: EbpfModel, prompt: Vec<u32>, max_tokens: u32, threads: u32) -> Result<Reply, Failure> {
-        if prompt.is_empty() || prompt.len() > MAX_EBPF_PROMPT {
-            return Err(bad(format!("prompt: give 1 to {MAX_EBPF_PROMPT} token ids (got {})", prompt.len())));
+    pub fn run(self, model: EbpfModel, prompt: EbpfPrompt, max_tokens: u32, threads: u32) -> Result<Reply, Failure> {
+        match &prompt {
+            EbpfPrompt::Ids { ids } if ids.is_empty() || ids.len() > MAX_EBPF_PROMPT => {
+                return Err(bad(format!("prompt: give 1 to {MAX_EBPF_PROMPT} token ids (got {})", ids.len())));
+            }
+            EbpfPrompt::Text { text, .. } if text.is_empty() || text.len() > MAX_EBPF_PROMPT_TEXT => {
+                return Err(bad(format!(
+                    "prompt: give 1 to {MAX_EBPF_PROMPT_TEXT} bytes of text (got {})",
+                    text.len()
+                )));
+            }
+            _ => {}
         }
         if max_tokens == 0 || max_tokens > MAX_EBPF_TOKENS {
             return Err(bad(format!("max_tokens {max_tokens}: give 1 to {MAX_EBPF_TOKENS}")));
@@ -57,18 +68,43 @@ impl Run {
             return Err(Failure { code: ErrorCode::Busy, message: "another eBPF run holds the kernel maps".into() });
         };
         crate::ebpf::require_kernel().map_err(|e| Failure { code: ErrorCode::Io, message: e.to_string() })?;
-        let (config, float): (Config, FloatModel) = match model {
-            EbpfModel::TinyRandom { seed } => (Config::TINY, Model::random_float(Config::TINY, seed)),
-            EbpfModel::Dir { path } => {
-                let dir = self.roots.resolve(FileRoot::Models, &path)?;
-                hf::load_float(&dir).map_err(|e| bad(e.to_string()))?
+        let loaded = match model {
+            EbpfModel::TinyRandom { seed } => models::Loaded {
+                config: Config::TINY,
+                float: Model::random_float(Config::TINY, seed),
+                tokenizer: None,
+                format: format!("tiny random Qwen3 (seed {seed})"),
+            },
+            EbpfModel::Path { path } => {
+                let path = self.roots.resolve(FileRoot::Models, &path)?;
+                models::load(&path, None).map_err(|e| bad(e.to_string()))?
             }
         };
-        let model = Model::from_float(config, &float).map_err(|e| bad(e.to_string()))?;
-        let mut reference = Reference::new(config, &float);
+        let (config, float, tokenizer) = (loaded.config, &loaded.float, loaded.tokenizer.as_ref());
+        let model = Model::from_float(config, float).map_err(|e| bad(e.to_string()))?;
+        let mut reference = Reference::new(config, float);
+        let prompt: Vec<u32> = match prompt {
+            EbpfPrompt::Ids { ids } => ids,
+            EbpfPrompt::Text { text, chat } => {
+                let t = tokenizer.ok_or_else(|| bad(format!("{} has no tokenizer: give token ids", loaded.format)))?;
+                let text = if chat { t.chat_prompt(&text) } else { text };
+                let ids = t.encode(&text).map_err(|e| bad(e.to_string()))?;
+                ids.into_iter().map(|i| i as u32).collect()
+            }
+        };
+        if prompt.is_empty() || prompt.len() > MAX_EBPF_PROMPT {
+            return Err(bad(format!("prompt: {} tokens; the limit is 1 to {MAX_EBPF_PROMPT}", prompt.len())));
+        }
         if let Some(t) = prompt.iter().find(|&&t| t as usize >= model.config.vocab) {
             return Err(bad(format!("prompt token {t} is outside the vocabulary of {} tokens", model.config.vocab)));
         }
+        let piece = |id: u32| tokenizer.and_then(|t| t.decode(&[id as usize]).ok()).unwrap_or_default();
+        let c = config;
+        self.event(Event::EbpfPrompt {
+            model: format!("{}: {} layers, hidden {}, vocab {}", loaded.format, c.layers, c.hidden, c.vocab),
+            pieces: prompt.iter().map(|&id| piece(id)).collect(),
+            ids: prompt.clone(),
+        });
         let positions = prompt.len() + max_tokens as usize;
         let internal = |e: crate::ebpf::EbpfError| Failure { code: ErrorCode::Internal, message: e.to_string() };
         let mut bpf = BpfModel::load(&model, positions, threads as usize).map_err(internal)?;
@@ -114,6 +150,7 @@ impl Run {
                 reference_top,
                 seconds: t.elapsed().as_secs_f64(),
                 calls: (bpf.calls() - calls) as u32,
+                text: piece(next as u32),
             });
             let spans = bpf.trace.as_mut().map(std::mem::take).unwrap_or_default();
             self.event(Event::EbpfTrace { pos: pos as u32, spans });

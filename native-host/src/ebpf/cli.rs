@@ -64,7 +64,10 @@ pub fn run(mut args: RunArgs) -> Result<()> {
     let tokenizer = loaded.tokenizer;
     if let Some(prompt) = &args.prompt {
         let Some(t) = &tokenizer else {
-            bail!("--prompt needs a tokenizer: {} has no tokenizer.json; give --tokenizer or --ids", args.model.display())
+            bail!(
+                "--prompt needs a tokenizer: {} has no tokenizer.json; give --tokenizer or --ids",
+                args.model.display()
+            )
         };
         let text = if args.chat { t.chat_prompt(prompt) } else { prompt.clone() };
         args.ids = t.encode(&text)?;

@@ -54,7 +54,10 @@ pub fn load_float(file: &GgufFile, path: &Path) -> Result<(Config, FloatModel), 
     let arch = file.architecture();
     let Some(&(_, qk_norm, qkv_bias, permuted)) = ARCHITECTURES.iter().find(|a| a.0 == arch) else {
         let known: Vec<&str> = ARCHITECTURES.iter().map(|a| a.0).collect();
-        return Err(ModelError::Unsupported { path: path.into(), why: format!("architecture {arch:?}; supported: {known:?}") });
+        return Err(ModelError::Unsupported {
+            path: path.into(),
+            why: format!("architecture {arch:?}; supported: {known:?}"),
+        });
     };
     let key = |k: &str| format!("{arch}.{k}");
     let int = |k: &str| {
@@ -212,7 +215,8 @@ mod tests {
     fn the_llama_permutation_matches_llama_cpp() {
         // llama.cpp: w.reshape(n_head, 2, d/2, …).swapaxes(1, 2): GGUF rows 0..6 of a head of 64
         // come from HF rows 0, 32, 1, 33, 2, 34.
-        let from: Vec<usize> = (0..6).map(|gguf_row| (0..64).find(|&r| permuted_row(r, 64) == gguf_row).unwrap()).collect();
+        let from: Vec<usize> =
+            (0..6).map(|gguf_row| (0..64).find(|&r| permuted_row(r, 64) == gguf_row).unwrap()).collect();
         assert_eq!(from, [0, 32, 1, 33, 2, 34]);
         assert_eq!(permuted_row(64 + 33, 64), 64 + 3); // second head, s = 1, i = 1
     }

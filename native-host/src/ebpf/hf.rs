@@ -3,8 +3,8 @@
 //! `kernels_wasm::qwen3::model` converts; and the deterministic generator of such directories
 //! with random weights (BF16, as the official checkpoints).
 
-use kernels_wasm::qwen3::model::{Config, FloatLayer, FloatModel, Model};
 use kernels_wasm::gguf::f16_to_f32;
+use kernels_wasm::qwen3::model::{Config, FloatLayer, FloatModel, Model};
 use safetensors::tensor::{Dtype, TensorView};
 use safetensors::SafeTensors;
 use std::collections::HashMap;
@@ -218,6 +218,10 @@ pub fn write_float(dir: &Path, c: Config, f: &FloatModel, note: &str) -> Result<
         "tie_word_embeddings": f.lm_head.is_none(),
         "max_position_embeddings": 4096,
         "hidden_act": "silu",
+        "attention_bias": c.qkv_bias,
+        "use_sliding_window": false,
+        "sliding_window": null,
+        "max_window_layers": c.layers,
         "torch_dtype": "bfloat16",
         "note": note,
     });

@@ -120,7 +120,7 @@ impl Ops {
         if slots == 0 || slots > u32::MAX as usize / 2 {
             return Err(EbpfError::Shape { what: "KV cache slots", expected: 1, got: slots });
         }
-        if kv.head_dim == 0 || kv.head_dim > MAX_HEAD_DIM || kv.head_dim % 2 != 0 {
+        if kv.head_dim == 0 || kv.head_dim > MAX_HEAD_DIM || !kv.head_dim.is_multiple_of(2) {
             return Err(EbpfError::Shape {
                 what: "head_dim (even, at most 128)",
                 expected: MAX_HEAD_DIM,

@@ -12,7 +12,8 @@ use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
 use tokenizers::{AddedToken, PreTokenizerWrapper, SplitDelimiterBehavior};
 
 /// Qwen2/Qwen3's pre-tokenizer regex (their tokenizer.json's Split pattern).
-const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+const QWEN2_SPLIT: &str =
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 /// Llama 3's (`tokenizer.ggml.pre = "llama-bpe"`): numbers in groups of up to three.
 const LLAMA3_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
@@ -74,7 +75,11 @@ impl TextTokenizer {
                 vec![split(QWEN2_SPLIT)?, byte_level(false)]
             }
             "llama-bpe" => vec![split(LLAMA3_SPLIT)?, byte_level(false)],
-            other => return Err(bad(format!("pre-tokenizer {other:?} is not supported (default, gpt2, smollm, starcoder, qwen2, llama-bpe)"))),
+            other => {
+                return Err(bad(format!(
+                    "pre-tokenizer {other:?} is not supported (default, gpt2, smollm, starcoder, qwen2, llama-bpe)"
+                )))
+            }
         };
         inner.with_pre_tokenizer(Some(Sequence::new(steps)));
         inner.with_decoder(Some(tokenizers::decoders::byte_level::ByteLevel::default()));

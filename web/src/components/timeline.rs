@@ -1,21 +1,36 @@
 //! Spans on a shared time axis, packed into lanes, with a hover read-out (operator traces).
 
-use crate::logic::timeline::{format_ns, layout, Span};
+use crate::logic::timeline::{format_ns, layout_in, window, Span, Zoom};
 use leptos::prelude::*;
 
 #[component]
 pub fn Timeline(#[prop(into)] spans: Signal<Vec<Span>>, #[prop(into)] label: String) -> impl IntoView {
     let hover = RwSignal::new(None::<usize>);
+    let zoom = RwSignal::new(Zoom::default());
+    // What is on screen: the spans inside the zoom window, clipped, and the window's ends.
+    let shown = Memo::new(move |_| spans.with(|s| window(s, zoom.get())));
     const LANE_PX: usize = 22;
+    let button = move |label: &'static str, testid: &'static str, f: fn(Zoom) -> Zoom| {
+        view! { <button class="zoom" data-testid=testid on:click=move |_| zoom.update(|z| *z = f(*z))>{label}</button> }
+    };
     view! {
         <figure class="timeline" data-testid="timeline">
-            <figcaption>{label}</figcaption>
+            <figcaption>
+                {label}
+                <span class="zoom-controls">
+                    {button("+", "timeline-zoom-in", |z| z.scaled(0.5))}
+                    {button("−", "timeline-zoom-out", |z| z.scaled(2.0))}
+                    {button("◀", "timeline-pan-left", |z| z.panned(-0.5))}
+                    {button("▶", "timeline-pan-right", |z| z.panned(0.5))}
+                    {button("reset", "timeline-zoom-reset", |_| Zoom::default())}
+                    <span data-testid="timeline-zoom">{move || format!("×{:.0}", zoom.get().magnification())}</span>
+                </span>
+            </figcaption>
             {move || {
-                spans
-                    .with(|spans| {
-                        let (placed, lanes) = layout(spans);
-                        let total = spans.iter().map(|s| s.end_ns).max().unwrap_or(0)
-                            - spans.iter().map(|s| s.start_ns).min().unwrap_or(0);
+                shown
+                    .with(|(spans, t0, t1)| {
+                        let (placed, lanes) = layout_in(spans, *t0, *t1);
+                        let (t0, t1) = (*t0, *t1);
                         view! {
                             <div class="timeline-lanes" style=format!("height:{}px", lanes.max(1) * LANE_PX)>
                                 {placed
@@ -44,9 +59,9 @@ pub fn Timeline(#[prop(into)] spans: Signal<Vec<Span>>, #[prop(into)] label: Str
                                     })
                                     .collect_view()}
                             </div>
-                            <div class="timeline-axis">
-                                <span>"0"</span>
-                                <span>{format_ns(total)}</span>
+                            <div class="timeline-axis" data-testid="timeline-axis">
+                                <span>{format_ns(t0)}</span>
+                                <span>{format_ns(t1)}</span>
                             </div>
                         }
                     })
@@ -56,8 +71,8 @@ pub fn Timeline(#[prop(into)] spans: Signal<Vec<Span>>, #[prop(into)] label: Str
                     hover
                         .get()
                         .and_then(|i| {
-                            spans
-                                .with(|s| {
+                            shown
+                                .with(|(s, _, _)| {
                                     s.get(i)
                                         .map(|s| {
                                             format!(

@@ -3,6 +3,37 @@
 
 use super::timeline::Span;
 use kernels_wasm::protocol::ebpf::TraceSpan;
+use kernels_wasm::protocol::{FileRoot, ModelEntry};
+
+/// The model choice that needs no file: the tiny Qwen3 with random weights.
+pub const TINY_RANDOM: &str = "tiny random Qwen3";
+
+/// The models of the bridge's models directory the engine can run (GGUF files, and directories
+/// holding a config.json), SmolLM2 first, then the tiny random model.
+pub fn model_choices(entries: &[ModelEntry]) -> Vec<String> {
+    let mut found: Vec<String> = entries
+        .iter()
+        .filter(|e| e.root == FileRoot::Models)
+        .filter_map(|e| {
+            if e.path.ends_with(".gguf") {
+                Some(e.path.clone())
+            } else {
+                e.path.strip_suffix("/config.json").or((e.path == "config.json").then_some(".")).map(String::from)
+            }
+        })
+        .collect();
+    found.sort_by_key(|p| (!p.to_lowercase().contains("smollm2"), p.clone()));
+    found.push(TINY_RANDOM.into());
+    found
+}
+
+/// A token as the page shows it: its text with whitespace made visible, or its id.
+pub fn token_label(text: &str, id: u32) -> String {
+    if text.is_empty() {
+        return id.to_string();
+    }
+    text.replace(' ', "\u{2423}").replace('\n', "\u{21b5}").replace('\t', "\u{21e5}")
+}
 
 /// Token ids from "7, 300 12": commas or spaces between them.
 pub fn parse_ids(text: &str) -> Result<Vec<u32>, String> {
@@ -75,6 +106,23 @@ mod tests {
             start_ns: start,
             end_ns: end,
         }
+    }
+
+    #[test]
+    fn runnable_models_are_offered_smollm2_first() {
+        let e = |root, path: &str| ModelEntry { root, path: path.into(), bytes: 1 };
+        let entries = [
+            e(FileRoot::Models, "a.gguf"),
+            e(FileRoot::Models, "qwen3/config.json"),
+            e(FileRoot::Models, "qwen3/model.safetensors"),
+            e(FileRoot::Models, "SmolLM2-135M-Instruct.Q4_1.gguf"),
+            e(FileRoot::Models, "notes.txt"),
+            e(FileRoot::Assets, "kernels/x.gguf"),
+        ];
+        assert_eq!(model_choices(&entries), ["SmolLM2-135M-Instruct.Q4_1.gguf", "a.gguf", "qwen3", TINY_RANDOM]);
+        assert_eq!(model_choices(&[]), [TINY_RANDOM]);
+        assert_eq!(token_label(" Paris\n", 7), "\u{2423}Paris\u{21b5}");
+        assert_eq!(token_label("", 7), "7");
     }
 
     #[test]

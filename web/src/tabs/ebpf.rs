@@ -1,11 +1,12 @@
-//! The eBPF tab: a Qwen3 forward pass running in BPF programs inside the host's kernel, driven
-//! through the bridge. Tokens stream in as the kernel chooses them; each position's BPF calls
-//! are shown on a timeline, summed per operator, beside the verifier's statistics.
+//! The eBPF tab: a Qwen3-family forward pass (the real SmolLM2 by default) running in BPF
+//! programs inside the host's kernel, driven through the bridge. Tokens stream in as the kernel
+//! chooses them; each position's BPF calls are shown on a timeline, summed per operator, beside
+//! the verifier's statistics.
 
 use crate::bridge::Bridge;
 use crate::components::Timeline;
-use crate::logic::ebpf::{op_totals, parse_ids, timeline_spans};
-use kernels_wasm::protocol::ebpf::{EbpfModel, TopLogit, TraceSpan, VerifierStat};
+use crate::logic::ebpf::{model_choices, op_totals, parse_ids, timeline_spans, token_label, TINY_RANDOM};
+use kernels_wasm::protocol::ebpf::{EbpfModel, EbpfPrompt, TopLogit, TraceSpan, VerifierStat};
 use kernels_wasm::protocol::{Event, Reply, Request, RequestId, ServerMessage};
 use leptos::prelude::*;
 
@@ -13,6 +14,7 @@ use leptos::prelude::*;
 struct TokenRow {
     pos: u32,
     token: u32,
+    text: String,
     prompt: bool,
     top: Vec<TopLogit>,
     reference_top: Vec<TopLogit>,
@@ -23,6 +25,9 @@ struct TokenRow {
 #[derive(Debug, Clone, Default, PartialEq)]
 struct RunView {
     running: Option<RequestId>,
+    /// What the bridge loaded, and the prompt's ids with their text.
+    model: String,
+    prompt: Vec<(u32, String)>,
     tokens: Vec<TokenRow>,
     traces: Vec<Vec<TraceSpan>>,
     verifier: Vec<VerifierStat>,
@@ -42,6 +47,24 @@ pub fn EbpfTab() -> impl IntoView {
             None => "No bridge connected: this tab needs native-host (cargo xtask serve).".to_string(),
         })
     };
+    // The models the bridge offers (GGUF files and model directories), the real one first.
+    let models = RwSignal::new(vec![TINY_RANDOM.to_string()]);
+    let model = RwSignal::new(TINY_RANDOM.to_string());
+    Effect::new(move |_| {
+        if bridge.status.with(|s| s.hello().is_some()) {
+            let _ = bridge.request(Request::ListModels, move |m| {
+                if let ServerMessage::Result { result: Reply::Models { models: entries }, .. } = m {
+                    let choices = model_choices(entries);
+                    model.set(choices[0].clone());
+                    models.set(choices);
+                }
+                true
+            });
+        }
+    });
+    let tiny = move || model.with(|m| m == TINY_RANDOM);
+    let text = RwSignal::new("What is the capital of France?".to_string());
+    let chat = RwSignal::new(true);
     let ids = RwSignal::new("7, 300, 12".to_string());
     let max_tokens = RwSignal::new(16u32);
     let seed = RwSignal::new(1u64);
@@ -51,12 +74,20 @@ pub fn EbpfTab() -> impl IntoView {
 
     let start = move |_| {
         selected.set(0);
-        let prompt = match parse_ids(&ids.get_untracked()) {
-            Ok(p) => p,
-            Err(e) => return view_state.set(RunView { error: Some(e), ..RunView::default() }),
+        let prompt = if tiny() {
+            match parse_ids(&ids.get_untracked()) {
+                Ok(ids) => EbpfPrompt::Ids { ids },
+                Err(e) => return view_state.set(RunView { error: Some(e), ..RunView::default() }),
+            }
+        } else {
+            EbpfPrompt::Text { text: text.get_untracked(), chat: chat.get_untracked() }
         };
         let request = Request::EbpfRun {
-            model: EbpfModel::TinyRandom { seed: seed.get_untracked() },
+            model: if tiny() {
+                EbpfModel::TinyRandom { seed: seed.get_untracked() }
+            } else {
+                EbpfModel::Path { path: model.get_untracked() }
+            },
             prompt,
             max_tokens: max_tokens.get_untracked(),
             threads: threads.get_untracked(),
@@ -66,12 +97,21 @@ pub fn EbpfTab() -> impl IntoView {
             let mut finished = false;
             view_state.update(|v| match m {
                 ServerMessage::Event { event: Event::EbpfVerifier { programs }, .. } => v.verifier = programs.clone(),
+                ServerMessage::Event { event: Event::EbpfPrompt { model, ids, pieces }, .. } => {
+                    v.model = model.clone();
+                    v.prompt = ids
+                        .iter()
+                        .copied()
+                        .zip(pieces.iter().cloned().chain(std::iter::repeat(String::new())))
+                        .collect();
+                }
                 ServerMessage::Event {
-                    event: Event::EbpfToken { pos, token, prompt, top, reference_top, seconds, calls },
+                    event: Event::EbpfToken { pos, token, prompt, top, reference_top, seconds, calls, text },
                     ..
                 } => v.tokens.push(TokenRow {
                     pos: *pos,
                     token: *token,
+                    text: text.clone(),
                     prompt: *prompt,
                     top: top.clone(),
                     reference_top: reference_top.clone(),
@@ -119,8 +159,9 @@ pub fn EbpfTab() -> impl IntoView {
                 .enumerate()
                 .map(|(i, t)| {
                     let title = format!(
-                        "position {}: {:.1} ms, {} BPF calls; top-5 {}",
+                        "position {}: token {}, {:.1} ms, {} BPF calls; top-5 {}",
                         t.pos,
+                        t.token,
                         t.seconds * 1e3,
                         t.calls,
                         t.top.iter().map(|l| format!("{}:{:.3}", l.token, l.logit)).collect::<Vec<_>>().join(" ")
@@ -135,7 +176,7 @@ pub fn EbpfTab() -> impl IntoView {
                             title=title
                             on:click=move |_| selected.set(i)
                         >
-                            {t.token}
+                            {token_label(&t.text, t.token)}
                         </button>
                     }
                 })
@@ -191,12 +232,14 @@ pub fn EbpfTab() -> impl IntoView {
         view_state.with(|v| match (&v.error, v.done, v.running) {
             (Some(e), _, _) => e.clone(),
             (None, Some((spt, cpt)), _) => format!(
-                "done: {} tokens, {:.2} ms/token, {:.0} BPF calls/token — every multiply ran in the kernel",
+                "done: {} positions of {}, {:.2} ms/token, {:.0} BPF calls/token — every multiply ran in the kernel",
                 v.tokens.len(),
+                v.model,
                 spt * 1e3,
                 cpt
             ),
-            (None, None, Some(_)) => format!("running in the kernel… {} positions so far", v.tokens.len()),
+            (None, None, Some(_)) if v.model.is_empty() => "loading the model into the kernel…".into(),
+            (None, None, Some(_)) => format!("running {} in the kernel… {} positions so far", v.model, v.tokens.len()),
             _ => "not run yet".into(),
         })
     };
@@ -207,23 +250,46 @@ pub fn EbpfTab() -> impl IntoView {
             <p class="host-capability" data-testid="ebpf-host">{host}</p>
             <p class="lede">
                 "Every matrix product, norm, RoPE and attention step runs as a BPF program inside the host's Linux kernel "
-                "(BPF_PROG_TEST_RUN), in Q16/Q24 fixed point, bit-identical to the Rust golden model. The model here is "
-                "the tiny Qwen3 with deterministic random weights: its tokens are not language."
+                "(BPF_PROG_TEST_RUN), in Q16/Q24 fixed point, bit-identical to the Rust golden model. The default model is "
+                "SmolLM2-135M-Instruct (a real llama-architecture model, GGUF); the tiny random Qwen3 is there for quick "
+                "runs, but its tokens are not language."
             </p>
             <div class="controls">
                 <label>
-                    "prompt token ids "
-                    <input data-testid="ebpf-ids" prop:value=move || ids.get() on:input=move |ev| ids.set(event_target_value(&ev)) />
+                    "model "
+                    <select data-testid="ebpf-model" on:change=move |ev| model.set(event_target_value(&ev))>
+                        {move || models.get().into_iter().map(|m| {
+                            let is = model.get() == m;
+                            view! { <option value=m.clone() selected=is>{m.clone()}</option> }
+                        }).collect_view()}
+                    </select>
                 </label>
+                <Show when=move || !tiny()>
+                    <label>
+                        "prompt "
+                        <input data-testid="ebpf-text" size="40" prop:value=move || text.get() on:input=move |ev| text.set(event_target_value(&ev)) />
+                    </label>
+                    <label>
+                        <input type="checkbox" data-testid="ebpf-chat" prop:checked=move || chat.get()
+                            on:change=move |ev| chat.set(event_target_checked(&ev)) />
+                        " chat"
+                    </label>
+                </Show>
+                <Show when=tiny>
+                    <label>
+                        "prompt token ids "
+                        <input data-testid="ebpf-ids" prop:value=move || ids.get() on:input=move |ev| ids.set(event_target_value(&ev)) />
+                    </label>
+                    <label>
+                        "seed "
+                        <input type="number" min="0" prop:value=move || seed.get().to_string()
+                            on:change=move |ev| { if let Ok(s) = event_target_value(&ev).parse() { seed.set(s) } } />
+                    </label>
+                </Show>
                 <label>
                     "tokens "
                     <input type="number" min="1" max="512" data-testid="ebpf-n" prop:value=move || max_tokens.get().to_string()
                         on:change=move |ev| { if let Ok(n) = event_target_value(&ev).parse() { max_tokens.set(n) } } />
-                </label>
-                <label>
-                    "seed "
-                    <input type="number" min="0" prop:value=move || seed.get().to_string()
-                        on:change=move |ev| { if let Ok(s) = event_target_value(&ev).parse() { seed.set(s) } } />
                 </label>
                 <label>
                     "threads "
@@ -240,6 +306,11 @@ pub fn EbpfTab() -> impl IntoView {
                 </button>
             </div>
             <p data-testid="ebpf-summary">{summary}</p>
+            <p class="prompt-pieces" data-testid="ebpf-prompt">
+                {move || view_state.with(|v| v.prompt.iter().map(|(id, piece)| {
+                    view! { <span class="piece" title=format!("token {id}")>{token_label(piece, *id)}</span> }
+                }).collect_view())}
+            </p>
             <div class="tokens" data-testid="ebpf-tokens">{tokens}</div>
             <div class="demo">
                 <h3>{move || format!("BPF calls of position {}", selected.get())}</h3>
