@@ -14,7 +14,8 @@ pub const WEB_PORT: u16 = 8080;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Directory of models the bridge may read (passed to `native-host serve --models-dir`).
+    /// Directory of models the bridge may read (passed to `native-host serve --models-dir`)
+    /// [default: the fetched SmolLM2's cache directory, the eBPF tab's default model].
     #[arg(long)]
     models_dir: Option<PathBuf>,
 }
@@ -29,7 +30,8 @@ pub fn run(args: Args) -> Result<()> {
     step(&format!("starting the bridge on 127.0.0.1:{BRIDGE_PORT}"));
     let mut cmd = Command::new(&native_host);
     cmd.args(["serve", "--bind", &format!("127.0.0.1:{BRIDGE_PORT}")]);
-    if let Some(dir) = &args.models_dir {
+    let models_dir = args.models_dir.clone().or_else(|| tools.smollm2.parent().map(PathBuf::from));
+    if let Some(dir) = &models_dir {
         cmd.arg("--models-dir").arg(dir);
     }
     let mut bridge = Proc::spawn("bridge", &mut cmd)?;

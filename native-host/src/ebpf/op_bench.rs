@@ -152,10 +152,31 @@ pub fn run_model(args: ModelArgs) -> Result<()> {
     // cache is valid): what the bridge's trace events cost.
     bpf.trace = Some(Vec::new());
     let t = Instant::now();
+    // Per operator: (calls, kernel-measured ns, wall ns), over every traced token.
+    let mut per_op: Vec<(String, u64, u64, u64)> = Vec::new();
     for (pos, &tok) in fed.iter().enumerate() {
         bpf.forward(tok, pos)?;
+        for span in bpf.trace.iter().flatten() {
+            let wall = span.end_ns.saturating_sub(span.start_ns);
+            match per_op.iter_mut().find(|o| o.0 == span.op) {
+                Some(o) => (o.1, o.2, o.3) = (o.1 + 1, o.2 + span.kernel_ns, o.3 + wall),
+                None => per_op.push((span.op.clone(), 1, span.kernel_ns, wall)),
+            }
+        }
     }
     let traced = t.elapsed();
+    per_op.sort_by_key(|o| std::cmp::Reverse(o.3));
+    println!("{:<28} {:>10} {:>14} {:>14} {:>8}", "operator (traced run)", "calls/tok", "kernel ms/tok", "wall ms/tok", "share");
+    let total_wall: u64 = per_op.iter().map(|o| o.3).sum();
+    for (op, calls, kernel, wall) in &per_op {
+        println!(
+            "{op:<28} {:>10} {:>14.2} {:>14.2} {:>7.1}%",
+            calls / n as u64,
+            *kernel as f64 / 1e6 / n as f64,
+            *wall as f64 / 1e6 / n as f64,
+            *wall as f64 * 100.0 / total_wall.max(1) as f64
+        );
+    }
     println!(
         "tracing every BPF call: {:.3} s/token, {:+.1} % against untraced",
         traced.as_secs_f64() / n as f64,
