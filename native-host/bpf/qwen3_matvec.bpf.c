@@ -1,6 +1,10 @@
 /* qwen3_matvec: rows [first, first + count) of y = W·x in qwen3-ebpf's fixed point (x Q16,
  * W Q24, y = (Σ x·w) >> 24 in s64), and the argmax of those rows (strict >, lowest index wins).
  *
+ * Built three times (build.rs), one per weight storage of kernels_wasm::qwen3::weights:
+ * WEIGHTS_Q24 (s32 words), WEIGHTS_BF16 (u16 + a BF16 → Q24 table), WEIGHTS_INT4 (per row: the
+ * s32 scales of its 128-weight groups, then 64 bytes of nibbles per group).
+ *
  * The whole matrix lives in the mmapable `weights` map (one entry per row), so one test_run call
  * covers as many rows as the caller asks: no per-batch copying as the seed did. COLS is set
  * before load (read-only data, so the verifier knows it exactly and bounds the column loop).
@@ -32,8 +36,21 @@ struct {
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__uint(max_entries, 1);
 	__uint(key_size, 4);
-	__uint(value_size, 4); /* COLS * 4, set before load */
+	__uint(value_size, 4); /* one row in its storage (WeightFormat::row_bytes), set before load */
 } weights SEC(".maps");
+
+#ifdef WEIGHTS_BF16
+/* BF16 → Q24 for every 16-bit pattern: 256 KiB in one value (the seed kept it in an arena; an
+ * mmapable array is the same lookup, bounded for the verifier by the u16 index). */
+#define TABLE 65536
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__uint(key_size, 4);
+	__uint(value_size, TABLE * 4);
+} table SEC(".maps");
+#endif
 
 /* Entry 0: the input, written by the host; entries 1 + slot: that thread's normalised copy. */
 struct {
@@ -132,20 +149,59 @@ static __always_inline int prenorm(__u32 slot, __u64 zero, __u64 eps)
 	return bpf_loop(n, scale, &nc, 0) == n;
 }
 
-static long row(__u32 i, struct loop_ctx *ctx)
+/* Σ x·w over one row, in s64 (wrapping, as the golden model's i64 products). */
+static __always_inline int row_sum(void *row, __s32 *v, __s64 *out)
 {
-	__u32 r = ctx->first + i;
-	__s32 *w = bpf_map_lookup_elem(&weights, &r);
-	__s32 *v = bpf_map_lookup_elem(&x, &ctx->xkey);
-	if (!w || !v)
-		return 1;
 	/* Read COLS once: a volatile read per column would be a load per column. The verifier
 	 * still knows its exact value (the read-only map is frozen at load). */
 	__u32 n = COLS;
 	__s64 sum = 0;
+#if defined(WEIGHTS_Q24)
+	__s32 *w = row;
 #pragma clang loop unroll_count(8)
 	for (__u32 c = 0; c < n; c++)
 		sum += (__s64)v[c] * w[c];
+#elif defined(WEIGHTS_BF16)
+	__u32 zero = 0;
+	__s32 *t = bpf_map_lookup_elem(&table, &zero);
+	__u16 *w = row;
+	if (!t)
+		return 0;
+#pragma clang loop unroll_count(8)
+	for (__u32 c = 0; c < n; c++)
+		sum += (__s64)v[c] * t[w[c]];
+#elif defined(WEIGHTS_INT4)
+	/* Per group: p = Σ x·q over its (up to) 128 codes, then sum += p · scale. */
+	__u32 groups = (n + 127) / 128;
+	__s32 *scales = row;
+	__u8 *nib = (__u8 *)row + 4 * groups;
+	for (__u32 g = 0; g < groups; g++) {
+		__s64 p = 0;
+		for (__u32 j = 0; j < 64; j++) {
+			__u32 c = g * 128 + 2 * j;
+			if (c + 1 >= n)
+				break;
+			__u8 b = nib[g * 64 + j];
+			__s64 lo = (__s8)(__u8)(b << 4) >> 4, hi = (__s8)b >> 4;
+			p += (__s64)v[c] * lo + (__s64)v[c + 1] * hi;
+		}
+		sum += p * scales[g];
+	}
+#else
+#error "build.rs defines WEIGHTS_Q24, WEIGHTS_BF16 or WEIGHTS_INT4"
+#endif
+	*out = sum;
+	return 1;
+}
+
+static long row(__u32 i, struct loop_ctx *ctx)
+{
+	__u32 r = ctx->first + i;
+	void *w = bpf_map_lookup_elem(&weights, &r);
+	__s32 *v = bpf_map_lookup_elem(&x, &ctx->xkey);
+	__s64 sum;
+	if (!w || !v || !row_sum(w, v, &sum))
+		return 1;
 	__s32 value = (__s32)(sum >> 24);
 	if (ctx->flags & RESIDUAL) {
 		__s32 *add = bpf_map_lookup_elem(&res, &r);

@@ -34,9 +34,16 @@ fn a_generated_directory_loads_and_runs_in_the_kernel_like_the_golden_model() {
         return;
     }
     let mut bpf = BpfModel::load(&model, 4, 2).unwrap();
+    // The seed's BF16 → Q24 table variant: on BF16 weights it stores the same values, so the
+    // logits are byte-identical to the Q24 words'.
+    use kernels_wasm::qwen3::weights::WeightFormat;
+    assert!(model.with_weights(WeightFormat::Bf16Table) == model);
+    let mut bf16 = BpfModel::load_as(&model, 4, 2, WeightFormat::Bf16Table).unwrap();
     let mut cache = Cache::default();
     for (pos, token) in [17usize, 3, 999, 3].into_iter().enumerate() {
-        assert_eq!(bpf.forward(token, pos).unwrap().logits, model.forward(token, pos, &mut cache).logits);
+        let golden = model.forward(token, pos, &mut cache).logits;
+        assert_eq!(bpf.forward(token, pos).unwrap().logits, golden);
+        assert_eq!(bf16.forward(token, pos).unwrap().logits, golden);
     }
     let _ = std::fs::remove_dir_all(dir);
 }

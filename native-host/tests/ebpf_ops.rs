@@ -202,3 +202,27 @@ fn the_tiny_model_in_the_kernel_equals_the_golden_model_token_by_token() {
         }
     }
 }
+
+/// The research storages (FACTS §1's variants): BF16 + table and INT4 groups, each bit-identical
+/// to the golden model of the weights it stores, on every architecture of the family.
+#[test]
+fn every_weight_storage_equals_its_golden_model() {
+    use kernels_wasm::qwen3::model::{Cache, Config, Model};
+    use kernels_wasm::qwen3::weights::WeightFormat;
+    use native_host::ebpf::forward::BpfModel;
+    if !bpf_available() {
+        return;
+    }
+    for (arch, c) in Config::TINY_FAMILY {
+        let model = Model::from_float(c, &Model::random_float(c, 12)).unwrap();
+        for format in [WeightFormat::Bf16Table, WeightFormat::Int4G128] {
+            let golden = model.with_weights(format);
+            let mut bpf = BpfModel::load_as(&model, 4, 2, format).unwrap_or_else(|e| panic!("{arch} {format:?}: {e}"));
+            let mut cache = Cache::default();
+            for (pos, t) in [5usize, 999, 0, 42].into_iter().enumerate() {
+                let want = golden.forward(t, pos, &mut cache);
+                assert_eq!(bpf.forward(t, pos).unwrap().logits, want.logits, "{arch} {format:?} position {pos}");
+            }
+        }
+    }
+}

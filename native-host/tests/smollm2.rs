@@ -47,8 +47,45 @@ fn the_tokenizer_inside_the_gguf_file_is_smollm2s() {
     assert!(t.encode(&chat).unwrap().ends_with(&tail));
 }
 
+/// Agreement of one weight storage with the reference, over all steps.
+#[derive(Default)]
+struct Agreement {
+    agree: usize,
+    steps: usize,
+    in_top5: usize,
+    abs: f64,
+    sq: f64,
+    n: f64,
+}
+
+impl Agreement {
+    fn add(&mut self, kernel: &[i32], argmax: usize, want: &[f32], ref_top: usize) {
+        let got: Vec<f32> = kernel.iter().map(|&v| v as f32 / 65536.0).collect();
+        for (a, b) in got.iter().zip(want) {
+            let d = (a - b) as f64;
+            (self.abs, self.sq, self.n) = (self.abs + d.abs(), self.sq + d * d, self.n + 1.0);
+        }
+        self.steps += 1;
+        self.agree += usize::from(argmax == ref_top);
+        self.in_top5 += usize::from(top_k(&got, 5).contains(&ref_top));
+    }
+
+    fn report(&self, what: &str) -> String {
+        format!(
+            "{what}: top-1 agreement {}/{}, reference top-1 in top-5 {}/{}, logit MAE {:.4}, RMSE {:.4}",
+            self.agree,
+            self.steps,
+            self.in_top5,
+            self.steps,
+            self.abs / self.n,
+            (self.sq / self.n).sqrt()
+        )
+    }
+}
+
 #[test]
 fn smollm2_in_the_kernel_agrees_with_the_f32_reference() {
+    use kernels_wasm::qwen3::weights::WeightFormat;
     let Some(path) = smollm2() else { return };
     let probe = native_host::probe::ebpf();
     if !probe.available {
@@ -63,37 +100,47 @@ fn smollm2_in_the_kernel_agrees_with_the_f32_reference() {
         "The three primary colors are".to_string(),
         tokenizer.chat_prompt("Write a haiku about the sea."),
     ];
-    let (mut agree, mut steps, mut abs, mut sq, mut n) = (0, 0, 0f64, 0f64, 0f64);
+    // Q24 (the engine), and the seed's two research storages, on the same teacher-forced tokens.
+    let mut results: Vec<(WeightFormat, Agreement)> =
+        WeightFormat::ALL.iter().map(|&f| (f, Agreement::default())).collect();
     for prompt in &prompts {
         let ids = tokenizer.encode(prompt).unwrap();
-        let mut bpf = BpfModel::load(&model, ids.len() + STEPS, 2).unwrap();
+        // The f32 reference's greedy continuation (teacher forcing: every model is fed these).
         let mut reference = Reference::new(loaded.config, &loaded.float);
-        let mut fed = ids.clone();
+        let (mut fed, mut wanted) = (ids.clone(), Vec::new());
         for pos in 0..ids.len() + STEPS - 1 {
-            let token = fed[pos];
-            let kernel = bpf.forward(token, pos).unwrap();
-            let want = reference.forward(token);
-            if pos + 1 < ids.len() {
-                continue;
+            let want = reference.forward(fed[pos]);
+            if pos + 1 >= ids.len() {
+                fed.push(top_k(&want, 1)[0]);
+                wanted.push(want);
             }
-            let got: Vec<f32> = kernel.logits.iter().map(|&v| v as f32 / 65536.0).collect();
-            for (a, b) in got.iter().zip(&want) {
-                let d = (a - b) as f64;
-                (abs, sq, n) = (abs + d.abs(), sq + d * d, n + 1.0);
-            }
-            let (ref_top, kernel_top5) = (top_k(&want, 1)[0], top_k(&got, 5));
-            steps += 1;
-            agree += usize::from(kernel.argmax == ref_top);
-            assert!(
-                kernel_top5.contains(&ref_top),
-                "{prompt:?} position {pos}: the reference's top-1 {ref_top} is not in the kernel's top-5 {kernel_top5:?}"
-            );
-            fed.push(ref_top); // teacher forcing
         }
-        let text = tokenizer.decode(&fed[ids.len()..]).unwrap();
-        eprintln!("{prompt:?} → {text:?}");
+        eprintln!("{prompt:?} → {:?}", tokenizer.decode(&fed[ids.len()..]).unwrap());
+        for (format, agreement) in &mut results {
+            let mut bpf = BpfModel::load_as(&model, ids.len() + STEPS, 2, *format).unwrap();
+            for pos in 0..ids.len() + STEPS - 1 {
+                let kernel = bpf.forward(fed[pos], pos).unwrap();
+                if pos + 1 < ids.len() {
+                    continue;
+                }
+                let step = pos + 1 - ids.len();
+                let ref_top = fed[pos + 1];
+                agreement.add(&kernel.logits, kernel.argmax, &wanted[step], ref_top);
+                if *format == WeightFormat::Q24 {
+                    assert!(
+                        top_k(&kernel.logits.iter().map(|&v| v as f32).collect::<Vec<_>>(), 5).contains(&ref_top),
+                        "{prompt:?} position {pos}: the reference's top-1 {ref_top} is not in the kernel's top-5"
+                    );
+                }
+            }
+        }
     }
-    let (mae, rmse) = (abs / n, (sq / n).sqrt());
-    eprintln!("SmolLM2-135M, {steps} steps: top-1 agreement {agree}/{steps}, logit MAE {mae:.4}, RMSE {rmse:.4}");
-    assert!(agree * 100 >= 95 * steps, "top-1 agreement {agree}/{steps} is below 95 %");
+    for (format, a) in &results {
+        eprintln!("{}", a.report(&format!("SmolLM2-135M, weights {}", format.name())));
+    }
+    // The gates: the engine's Q24, and BF16 (the weights rounded to 8-bit mantissas) too. INT4 is
+    // reported, not gated: the seed found it too coarse (FACTS §1), and so do we.
+    for (format, a) in &results[..2] {
+        assert!(a.agree * 100 >= 95 * a.steps, "{}", a.report(format.name()));
+    }
 }

@@ -8,3 +8,5 @@ pub mod model;
 /// The f32 reference the golden model is measured against (also needs `std`'s f32 maths).
 #[cfg(feature = "std")]
 pub mod reference;
+/// How the kernel stores the matrices (Q24, BF16 + table, INT4 groups).
+pub mod weights;

@@ -291,6 +291,34 @@ impl Model {
     }
 }
 
+impl Model {
+    /// The model the kernel computes when it stores the matrices as `format`: every matrix row
+    /// replaced by the Q24 weights that storage amounts to (the identity for Q24).
+    pub fn with_weights(&self, format: super::weights::WeightFormat) -> Model {
+        let c = self.config;
+        let map = |w: &[i32], cols: usize| -> Vec<i32> {
+            w.chunks_exact(cols).flat_map(|row| format.effective_row(row)).collect()
+        };
+        Model {
+            config: c,
+            embed: self.embed.clone(),
+            lm_head: map(&self.lm_head, c.hidden),
+            final_norm: self.final_norm.clone(),
+            layers: self
+                .layers
+                .iter()
+                .map(|l| Layer {
+                    qkv: map(&l.qkv, c.hidden),
+                    o: map(&l.o, c.q_rows()),
+                    gate_up: map(&l.gate_up, c.hidden),
+                    down: map(&l.down, c.intermediate),
+                    ..l.clone()
+                })
+                .collect(),
+        }
+    }
+}
+
 /// RoPE's cos and sin for one position, Q20, one per rotated pair: angle `pos · θ^(−2i/head_dim)`.
 pub fn rope_tables(theta: f64, head_dim: usize, pos: usize) -> (Vec<i32>, Vec<i32>) {
     (0..head_dim / 2)

@@ -5,6 +5,14 @@ use super::hf;
 use super::models;
 use anyhow::{bail, Context, Result};
 use kernels_wasm::qwen3::model::{Cache, Config, Model};
+use kernels_wasm::qwen3::weights::WeightFormat;
+
+pub fn parse_weights(s: &str) -> std::result::Result<WeightFormat, String> {
+    WeightFormat::named(s).ok_or_else(|| {
+        let names: Vec<&str> = WeightFormat::ALL.iter().map(|f| f.name()).collect();
+        format!("{s:?}: give one of {}", names.join(", "))
+    })
+}
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -34,6 +42,10 @@ pub struct RunArgs {
     /// Threads sharing each matrix (parallel BPF calls on disjoint rows).
     #[arg(long, default_value_t = 2)]
     threads: usize,
+    /// How the kernel stores the matrices: q24 (the engine), or the seed's research variants
+    /// bf16-table (BF16 + a BF16→Q24 lookup table) and int4-g128 (4-bit, groups of 128).
+    #[arg(long, default_value = "q24", value_parser = parse_weights)]
+    weights: WeightFormat,
     /// Run the golden model in userspace instead of the kernel (labelled as such).
     #[arg(long)]
     userspace: bool,
@@ -50,7 +62,10 @@ pub fn run(mut args: RunArgs) -> Result<()> {
     let t = Instant::now();
     let loaded = models::load(&args.model, args.tokenizer.as_deref())
         .with_context(|| format!("loading {}", args.model.display()))?;
-    let model = Model::from_float(loaded.config, &loaded.float)?;
+    let base = Model::from_float(loaded.config, &loaded.float)?;
+    // What --userspace runs: the golden model of the storage the kernel would use (the identity
+    // for q24).
+    let model = base.with_weights(args.weights);
     let c = model.config;
     eprintln!(
         "loaded {} ({}: {} layers, hidden {}, vocab {}) in {:.1} s",
@@ -85,7 +100,7 @@ pub fn run(mut args: RunArgs) -> Result<()> {
         None
     } else {
         super::require_kernel().context("use --userspace to run the golden model instead")?;
-        Some(BpfModel::load(&model, positions, args.threads)?)
+        Some(BpfModel::load_as(&base, positions, args.threads, args.weights)?)
     };
     let mut cache = Cache::default();
     let create = |p: &Option<PathBuf>| -> Result<Option<std::io::BufWriter<std::fs::File>>> {

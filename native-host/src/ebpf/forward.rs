@@ -13,6 +13,7 @@ use super::ops::{At, KvShape, Ops, Prep, Qkv};
 use super::EbpfError;
 use kernels_wasm::protocol::ebpf::TraceSpan;
 use kernels_wasm::qwen3::model::{rope_tables, Config, Model, Step};
+use kernels_wasm::qwen3::weights::WeightFormat;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -49,11 +50,17 @@ impl BpfModel {
     /// Loads every program and copies the weights into the kernel's maps; `positions` sizes the
     /// KV cache.
     pub fn load(m: &Model, positions: usize, threads: usize) -> Result<Self, EbpfError> {
+        Self::load_as(m, positions, threads, WeightFormat::Q24)
+    }
+
+    /// [`Self::load`] with the matrices stored as `format`: the logits then equal
+    /// `m.with_weights(format)`'s.
+    pub fn load_as(m: &Model, positions: usize, threads: usize, format: WeightFormat) -> Result<Self, EbpfError> {
         let c = m.config;
         let per_layer = c.qkv_rows() + 2 * c.intermediate;
-        let mut by_hidden = Matvec::load(c.layers * per_layer + c.vocab, c.hidden)?;
-        let mut by_heads = Matvec::load(c.layers * c.hidden, c.q_rows())?;
-        let mut by_inter = Matvec::load(c.layers * c.hidden, c.intermediate)?;
+        let mut by_hidden = Matvec::load_as(c.layers * per_layer + c.vocab, c.hidden, format)?;
+        let mut by_heads = Matvec::load_as(c.layers * c.hidden, c.q_rows(), format)?;
+        let mut by_inter = Matvec::load_as(c.layers * c.hidden, c.intermediate, format)?;
         for (i, l) in m.layers.iter().enumerate() {
             by_hidden.set_rows(i * per_layer, &l.qkv)?;
             // gate|up interleaved (gate i, up i, …) so a GLU call's pairs are adjacent rows.

@@ -4,11 +4,20 @@
 
 use super::sys::{self, MapMemory};
 use super::EbpfError;
+use kernels_wasm::qwen3::weights::{bf16_table, WeightFormat};
 use libbpf_rs::{MapCore, Object, ObjectBuilder};
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 
 const PROGRAM: &str = "qwen3_matvec";
-static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/qwen3_matvec.bpf.o"));
+
+/// The program built for each weight storage (build.rs).
+fn object(format: WeightFormat) -> &'static [u8] {
+    match format {
+        WeightFormat::Q24 => include_bytes!(concat!(env!("OUT_DIR"), "/qwen3_matvec.bpf.o")),
+        WeightFormat::Bf16Table => include_bytes!(concat!(env!("OUT_DIR"), "/qwen3_matvec_bf16.bpf.o")),
+        WeightFormat::Int4G128 => include_bytes!(concat!(env!("OUT_DIR"), "/qwen3_matvec_int4.bpf.o")),
+    }
+}
 /// Parallel callers (the `args` map has this many slots).
 pub const SLOTS: usize = 2;
 
@@ -36,6 +45,7 @@ pub struct Matvec {
     prog_fd: RawFd,
     pub rows: usize,
     pub cols: usize,
+    pub format: WeightFormat,
     weights: MapMemory,
     x: MapMemory,
     nw: MapMemory,
@@ -59,18 +69,25 @@ pub struct RunStats {
 }
 
 impl Matvec {
+    /// A `rows × cols` matrix stored as Q24 words.
     pub fn load(rows: usize, cols: usize) -> Result<Self, EbpfError> {
+        Self::load_as(rows, cols, WeightFormat::Q24)
+    }
+
+    /// A `rows × cols` matrix in the given storage.
+    pub fn load_as(rows: usize, cols: usize, format: WeightFormat) -> Result<Self, EbpfError> {
         if cols == 0 || !cols.is_multiple_of(2) || rows == 0 || rows > u32::MAX as usize / 4 || cols > 1 << 20 {
             return Err(EbpfError::Shape {
                 what: "matvec shape (rows ≥ 1, even cols ≤ 2^20)", expected: 2, got: cols
             });
         }
         let load = |source| EbpfError::Load { program: PROGRAM, source };
-        let mut open = ObjectBuilder::default().open_memory(OBJECT).map_err(load)?;
+        let row_bytes = format.row_bytes(cols);
+        let mut open = ObjectBuilder::default().open_memory(object(format)).map_err(load)?;
         for mut map in open.maps_mut() {
             let name = map.name().to_string_lossy().into_owned();
             let sized = match name.as_str() {
-                "weights" => map.set_value_size((cols * 4) as u32).and(map.set_max_entries(rows as u32)),
+                "weights" => map.set_value_size(row_bytes as u32).and(map.set_max_entries(rows as u32)),
                 "x" | "nw" => map.set_value_size((cols * 4) as u32),
                 "out" | "res" => map.set_max_entries(rows as u32),
                 n if n.ends_with(".rodata") => {
@@ -97,7 +114,11 @@ impl Matvec {
                 .map(|m| m.as_fd().as_raw_fd())
                 .ok_or(EbpfError::MissingMap { program: PROGRAM, map: name })
         };
-        let weights = MapMemory::new(map_fd("weights")?, rows * cols * 4, "weights")?;
+        let weights = MapMemory::new(map_fd("weights")?, rows * row_bytes, "weights")?;
+        if format == WeightFormat::Bf16Table {
+            let mut table = MapMemory::new(map_fd("table")?, 65536 * 4, "table")?;
+            table.as_i32_mut()[..65536].copy_from_slice(&bf16_table());
+        }
         let x = MapMemory::new(map_fd("x")?, 3 * cols * 4, "x")?;
         let nw = MapMemory::new(map_fd("nw")?, cols * 4, "nw")?;
         let res = MapMemory::new(map_fd("res")?, rows * 8, "res")?;
@@ -111,6 +132,7 @@ impl Matvec {
             prog_fd,
             rows,
             cols,
+            format,
             weights,
             x,
             nw,
@@ -120,16 +142,16 @@ impl Matvec {
         })
     }
 
-    /// Copies a row-major `rows × cols` Q24 matrix into the kernel's map.
+    /// Copies a row-major `rows × cols` Q24 matrix into the kernel's map (in its storage).
     pub fn set_weights(&mut self, w: &[i32]) -> Result<(), EbpfError> {
         if w.len() != self.rows * self.cols {
             return Err(EbpfError::Shape { what: "weights", expected: self.rows * self.cols, got: w.len() });
         }
-        self.weights.as_i32_mut()[..w.len()].copy_from_slice(w);
-        Ok(())
+        self.set_rows(0, w)
     }
 
-    /// Writes rows `first..` of the stacked matrices (`w.len()` a whole number of rows).
+    /// Writes rows `first..` of the stacked Q24 matrices (`w.len()` a whole number of rows),
+    /// encoded in this program's storage.
     pub fn set_rows(&mut self, first: usize, w: &[i32]) -> Result<(), EbpfError> {
         let rows = w.len() / self.cols;
         if rows * self.cols != w.len() || first + rows > self.rows {
@@ -139,7 +161,16 @@ impl Matvec {
                 got: rows,
             });
         }
-        self.weights.as_i32_mut()[first * self.cols..][..w.len()].copy_from_slice(w);
+        if self.format == WeightFormat::Q24 {
+            self.weights.as_i32_mut()[first * self.cols..][..w.len()].copy_from_slice(w);
+            return Ok(());
+        }
+        let stride = self.format.row_bytes(self.cols);
+        let bytes = &mut self.weights.as_bytes_mut()[first * stride..][..rows * stride];
+        for (out, row) in bytes.chunks_exact_mut(stride).zip(w.chunks_exact(self.cols)) {
+            out.fill(0);
+            self.format.encode_row(row, out);
+        }
         Ok(())
     }
 

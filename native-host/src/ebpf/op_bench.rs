@@ -99,6 +99,9 @@ pub struct ModelArgs {
     /// Threads sharing each matrix (parallel BPF calls on disjoint rows).
     #[arg(long, default_value_t = 2)]
     threads: usize,
+    /// Matrix storage in the kernel: q24, bf16-table or int4-g128 (see `ebpf run --help`).
+    #[arg(long, default_value = "q24", value_parser = super::cli::parse_weights)]
+    weights: kernels_wasm::qwen3::weights::WeightFormat,
 }
 
 /// `native-host ebpf bench`: a generated model of the requested shape, greedy decoding with every
@@ -112,10 +115,12 @@ pub fn run_model(args: ModelArgs) -> Result<()> {
     let n = args.tokens.clamp(1, 4096);
     let t = Instant::now();
     eprintln!("generating {} random weights ({:?})…", args.shape, config);
-    let model = Model::from_float(config, &Model::random_float(config, 1))?;
+    let base = Model::from_float(config, &Model::random_float(config, 1))?;
+    // The golden model of the storage the kernel uses (the identity for q24).
+    let model = base.with_weights(args.weights);
     eprintln!("  {:.1} s; loading programs and copying weights into BPF maps…", t.elapsed().as_secs_f64());
     let t = Instant::now();
-    let mut bpf = BpfModel::load(&model, n, args.threads)?;
+    let mut bpf = BpfModel::load_as(&base, n, args.threads, args.weights)?;
     eprintln!("  {:.1} s", t.elapsed().as_secs_f64());
     for (program, insns) in bpf.ops.verifier_stats() {
         println!("verifier: {program:<18} {} instructions", insns.map(|n| n.to_string()).unwrap_or_else(|| "?".into()));
@@ -166,7 +171,10 @@ pub fn run_model(args: ModelArgs) -> Result<()> {
     }
     let traced = t.elapsed();
     per_op.sort_by_key(|o| std::cmp::Reverse(o.3));
-    println!("{:<28} {:>10} {:>14} {:>14} {:>8}", "operator (traced run)", "calls/tok", "kernel ms/tok", "wall ms/tok", "share");
+    println!(
+        "{:<28} {:>10} {:>14} {:>14} {:>8}",
+        "operator (traced run)", "calls/tok", "kernel ms/tok", "wall ms/tok", "share"
+    );
     let total_wall: u64 = per_op.iter().map(|o| o.3).sum();
     for (op, calls, kernel, wall) in &per_op {
         println!(
@@ -183,9 +191,10 @@ pub fn run_model(args: ModelArgs) -> Result<()> {
         (traced.as_secs_f64() / kernel_time.as_secs_f64() - 1.0) * 100.0
     );
     println!(
-        "mean: {:.3} s/token in the kernel ({} threads), {:.3} s/token golden model in userspace (1 thread), {} bpf calls/token; logits identical at every step",
+        "mean: {:.3} s/token in the kernel ({} threads, weights {}), {:.3} s/token golden model in userspace (1 thread), {} bpf calls/token; logits identical at every step",
         kernel_time.as_secs_f64() / n as f64,
         bpf.threads,
+        args.weights.name(),
         golden_time.as_secs_f64() / n as f64,
         calls_per_token
     );

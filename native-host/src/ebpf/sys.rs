@@ -41,6 +41,11 @@ impl MapMemory {
         unsafe { std::slice::from_raw_parts_mut(self.ptr.cast(), self.len / 4) }
     }
 
+    pub fn as_bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as above.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.cast(), self.len) }
+    }
+
     pub fn as_u32_mut(&mut self) -> &mut [u32] {
         // SAFETY: as above.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.cast(), self.len / 4) }
