@@ -150,5 +150,37 @@ fn the_run_cli_streams_tokens_and_says_where_it_ran() {
     let bad = run(&["--ids", "5000"]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("outside the vocabulary"));
+    let bad = run(&["--weights", "int3"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("q24, bf16-table, int4-g128"));
+    // A research storage: the kernel and its golden model (--userspace) pick the same tokens.
+    if native_host::probe::ebpf().available {
+        let (k, u) = (run(&["--weights", "int4-g128"]), run(&["--weights", "int4-g128", "--userspace"]));
+        assert!(k.status.success() && u.status.success(), "{}", String::from_utf8_lossy(&k.stderr));
+        assert_eq!(k.stdout, u.stdout);
+    }
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `ebpf bench` on the tiny shape: the table it prints (no timing asserted).
+#[test]
+fn the_bench_cli_prints_its_table() {
+    if !native_host::probe::ebpf().available {
+        eprintln!("SKIPPED: {}", native_host::probe::ebpf().detail);
+        return;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_native-host"))
+        .args(["ebpf", "bench", "--shape", "tiny", "-n", "2", "--weights", "bf16-table"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for needle in [
+        "verifier: qwen3_attention",
+        "vocab + final norm + argmax",
+        "tracing every BPF call",
+        "weights bf16-table",
+        "logits identical",
+    ] {
+        assert!(text.contains(needle), "{needle:?} missing from:\n{text}");
+    }
 }
