@@ -7,6 +7,7 @@
 //! Modules:
 //! - [`bitnet`]: BitNet b1.58 ternary kernels (I2_S; TL1/TL2 to come).
 //! - [`gguf`]: the llama.cpp model format: parse, dequantise, write.
+//! - [`qwengpu`]: the qwenGPU SIMT machine: its instruction set and reference interpreter.
 //! - [`protocol`]: every message that crosses the playground ↔ bridge websocket, defined once and
 //!   used by both sides.
 #![cfg_attr(not(feature = "std"), no_std)]
@@ -17,3 +18,4 @@ pub mod bitnet;
 pub mod gguf;
 pub mod protocol;
 pub mod qwen3;
+pub mod qwengpu;

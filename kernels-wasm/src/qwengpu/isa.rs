@@ -1,0 +1,264 @@
+//! The qwenGPU instruction set: what one lane of the 4-lane SIMT machine can do.
+//!
+//! Words are 32-bit two's complement and wrap. A program is a ROM of blocks of up to
+//! [`MachineSpec::block_len`] instructions; only a block's last instruction may transfer control
+//! (`Bra`, `Exit`, `Bar`), otherwise the block falls through to the next. One machine step runs
+//! one block for one warp (the lanes whose PC is the warp's lowest, see `interp`).
+//!
+//! Memory never faults: a global address is a byte address whose word index is taken modulo the
+//! global memory's size (so an out-of-range read returns another array's word, as on qwenGPU);
+//! shared addresses likewise modulo the shared memory.
+
+use alloc::vec::Vec;
+
+/// The sizes a machine is compiled for; the defaults are qwenGPU's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MachineSpec {
+    /// Lanes per warp.
+    pub lanes: usize,
+    /// General registers per lane (`r0 … r{regs-1}`).
+    pub regs: usize,
+    /// ROM blocks.
+    pub rom_blocks: usize,
+    /// Instructions per block.
+    pub block_len: usize,
+    /// Words of global memory, shared by all arrays of a launch.
+    pub global_words: usize,
+    /// Words of shared memory per thread block.
+    pub shared_words: usize,
+    /// Threads per launch and per thread block.
+    pub max_threads: usize,
+    pub max_block_threads: usize,
+}
+
+impl Default for MachineSpec {
+    fn default() -> Self {
+        MachineSpec {
+            lanes: 4,
+            regs: 15,
+            rom_blocks: 32,
+            block_len: 4,
+            global_words: 126,
+            shared_words: 32,
+            max_threads: 128,
+            max_block_threads: 32,
+        }
+    }
+}
+
+/// A source operand: a register or an immediate word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Src {
+    Reg(u8),
+    Imm(u32),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Alu {
+    Add,
+    Sub,
+    Mul,
+    /// High 32 bits of the 64-bit product, signed / unsigned.
+    MulHiS,
+    MulHiU,
+    /// Division rounds toward zero; by zero gives all ones, remainder by zero gives the dividend
+    /// (RISC-V's rules: total, no trap). `i32::MIN / −1` wraps to `i32::MIN`, remainder 0.
+    DivS,
+    DivU,
+    RemS,
+    RemU,
+    And,
+    Or,
+    Xor,
+    /// Shifts by 32 or more give 0 (all sign bits for `Sra`), as PTX's clamped shifts do.
+    Shl,
+    Shr,
+    Sra,
+    MinS,
+    MaxS,
+    MinU,
+    MaxU,
+}
+
+/// Comparisons: the result is 1 or 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cmp {
+    Eq,
+    Ne,
+    LtS,
+    LeS,
+    GtS,
+    GeS,
+    LtU,
+    LeU,
+    GtU,
+    GeU,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Space {
+    Global,
+    Shared,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shfl {
+    /// From lane `b mod lanes`.
+    Idx,
+    /// From lane `lane − b` (own value when that is below 0).
+    Up,
+    /// From lane `lane + b` (own value past the last lane).
+    Down,
+    /// From lane `lane xor b` (own value past the last lane).
+    Bfly,
+}
+
+/// Read-only per-thread values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Special {
+    /// Thread index within its block, block size, block index, block count, lane in the warp.
+    Tid,
+    Ntid,
+    Ctaid,
+    Nctaid,
+    LaneId,
+    /// The launch's i-th parameter (an array's byte address in global memory, or a scalar).
+    Param(u8),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inst {
+    /// `d = a`.
+    Mov { d: u8, a: Src },
+    /// `d = a op b`.
+    Alu { op: Alu, d: u8, a: Src, b: Src },
+    /// `d = (a cmp b) ? 1 : 0`.
+    Set { cmp: Cmp, d: u8, a: Src, b: Src },
+    /// `d = c != 0 ? a : b`.
+    Sel { d: u8, c: u8, a: Src, b: Src },
+    /// `d = mem[(a + off) / 4]`.
+    Ld { space: Space, d: u8, a: Src, off: i32 },
+    /// `mem[(a + off) / 4] = v`.
+    St { space: Space, a: Src, off: i32, v: Src },
+    /// `d = mem[…]; mem[…] = d + v`, lane by lane in lane order.
+    AtomAdd { space: Space, d: u8, a: Src, off: i32, v: Src },
+    /// `d = a` of another lane (see [`Shfl`]), every active lane reading before any writes.
+    Shfl { mode: Shfl, d: u8, a: u8, b: Src },
+    /// `d = special`.
+    S2R { d: u8, s: Special },
+    /// Block terminator: lanes with `c != 0` (or all, without `c`; `neg` inverts) go to
+    /// `target`, the others fall through. If the warp's lanes disagree, the two paths run one
+    /// after the other and merge at block `join` (the branch's immediate post-dominator, which
+    /// the lowering computes; see `interp`).
+    Bra { target: u16, c: Option<u8>, neg: bool, join: u16 },
+    /// Block terminator: the executing lanes wait until every warp of the thread block arrives.
+    Bar,
+    /// Block terminator: the executing lanes finish.
+    Exit,
+}
+
+impl Inst {
+    pub fn is_terminator(&self) -> bool {
+        matches!(self, Inst::Bra { .. } | Inst::Bar | Inst::Exit)
+    }
+
+    /// Registers this instruction reads and writes (for checks against the machine's size).
+    pub fn registers(&self) -> Vec<u8> {
+        let mut r = Vec::new();
+        let mut src = |s: &Src| {
+            if let Src::Reg(x) = s {
+                r.push(*x)
+            }
+        };
+        match self {
+            Inst::Mov { a, .. } => src(a),
+            Inst::Alu { a, b, .. } | Inst::Set { a, b, .. } => {
+                src(a);
+                src(b)
+            }
+            Inst::Sel { a, b, .. } => {
+                src(a);
+                src(b)
+            }
+            Inst::Ld { a, .. } => src(a),
+            Inst::St { a, v, .. } | Inst::AtomAdd { a, v, .. } => {
+                src(a);
+                src(v)
+            }
+            Inst::Shfl { b, .. } => src(b),
+            _ => {}
+        }
+        match *self {
+            Inst::Mov { d, .. }
+            | Inst::Alu { d, .. }
+            | Inst::Set { d, .. }
+            | Inst::Ld { d, .. }
+            | Inst::AtomAdd { d, .. }
+            | Inst::S2R { d, .. } => r.push(d),
+            Inst::Sel { d, c, .. } => r.extend([d, c]),
+            Inst::Shfl { d, a, .. } => r.extend([d, a]),
+            Inst::Bra { c: Some(c), .. } => r.push(c),
+            _ => {}
+        }
+        r
+    }
+}
+
+/// A program: its ROM blocks.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Program {
+    pub blocks: Vec<Vec<Inst>>,
+}
+
+impl Alu {
+    pub fn eval(self, a: u32, b: u32) -> u32 {
+        let (sa, sb) = (a as i32, b as i32);
+        match self {
+            Alu::Add => a.wrapping_add(b),
+            Alu::Sub => a.wrapping_sub(b),
+            Alu::Mul => a.wrapping_mul(b),
+            Alu::MulHiS => ((sa as i64 * sb as i64) >> 32) as u32,
+            Alu::MulHiU => ((a as u64 * b as u64) >> 32) as u32,
+            Alu::DivS => match sb {
+                0 => u32::MAX,
+                -1 => sa.wrapping_neg() as u32,
+                _ => (sa / sb) as u32,
+            },
+            Alu::DivU => a.checked_div(b).unwrap_or(u32::MAX),
+            Alu::RemS => match sb {
+                0 => a,
+                -1 => 0,
+                _ => (sa % sb) as u32,
+            },
+            Alu::RemU => a.checked_rem(b).unwrap_or(a),
+            Alu::And => a & b,
+            Alu::Or => a | b,
+            Alu::Xor => a ^ b,
+            Alu::Shl => a.checked_shl(b).unwrap_or(0),
+            Alu::Shr => a.checked_shr(b).unwrap_or(0),
+            Alu::Sra => (sa.checked_shr(b).unwrap_or(if sa < 0 { -1 } else { 0 })) as u32,
+            Alu::MinS => sa.min(sb) as u32,
+            Alu::MaxS => sa.max(sb) as u32,
+            Alu::MinU => a.min(b),
+            Alu::MaxU => a.max(b),
+        }
+    }
+}
+
+impl Cmp {
+    pub fn eval(self, a: u32, b: u32) -> u32 {
+        let (sa, sb) = (a as i32, b as i32);
+        u32::from(match self {
+            Cmp::Eq => a == b,
+            Cmp::Ne => a != b,
+            Cmp::LtS => sa < sb,
+            Cmp::LeS => sa <= sb,
+            Cmp::GtS => sa > sb,
+            Cmp::GeS => sa >= sb,
+            Cmp::LtU => a < b,
+            Cmp::LeU => a <= b,
+            Cmp::GtU => a > b,
+            Cmp::GeU => a >= b,
+        })
+    }
+}

@@ -1,0 +1,8 @@
+//! qwenGPU: a 4-lane SIMT machine (FACTS §2). `isa` defines what a lane can do, `interp` is the
+//! reference interpreter every other executor of the machine is checked against.
+
+pub mod interp;
+pub mod isa;
+
+#[cfg(test)]
+mod interp_tests;
