@@ -3,6 +3,9 @@
 
 pub mod interp;
 pub mod isa;
+pub mod lower;
+pub mod ptx;
+pub mod suite;
 
 #[cfg(test)]
 mod interp_tests;
