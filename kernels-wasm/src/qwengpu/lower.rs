@@ -14,7 +14,7 @@
 use super::isa::{Alu, Cmp, Inst, MachineSpec, Program, Shfl, Space, Special, Src};
 use super::ptx::{Entry, Instruction, Operand, PtxError, Stmt};
 use alloc::collections::BTreeMap;
-use alloc::string::String;
+use alloc::string::{String, ToString};
 use alloc::vec;
 use alloc::vec::Vec;
 

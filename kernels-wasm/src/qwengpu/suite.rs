@@ -6,7 +6,7 @@ use super::interp::{Launch, Machine, MachineError};
 use super::isa::MachineSpec;
 use super::lower::{compile, Kernel};
 use crate::bitnet::random::Rng;
-use alloc::string::String;
+use alloc::string::{String, ToString};
 use alloc::vec;
 use alloc::vec::Vec;
 
