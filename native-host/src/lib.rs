@@ -5,6 +5,7 @@
 //! - [`probe`]: what this machine can do (eBPF, clang-19), reported in the hello.
 //! - [`files`]: the only way the bridge opens files: inside the models directory or `assets/`.
 //! - [`kernel_bench`]: `native-host bitnet kernel-bench`.
+//! - [`qwengpu`]: `native-host qwengpu compile`: CUDA → PTX → qwenGPU machine blocks.
 //! - [`token`]: the session token the page must present.
 
 pub mod bridge;
@@ -12,6 +13,7 @@ pub mod ebpf;
 pub mod files;
 pub mod kernel_bench;
 pub mod probe;
+pub mod qwengpu;
 pub mod token;
 
 /// Prints a line to stdout, ignoring a closed pipe: a bridge whose log reader went away keeps

@@ -27,6 +27,15 @@ enum Command {
     /// qwen3-ebpf: Qwen3 operators as verified BPF programs in this machine's kernel.
     #[command(subcommand)]
     Ebpf(EbpfCommand),
+    /// qwenGPU: the 4-lane SIMT machine.
+    #[command(subcommand)]
+    Qwengpu(QwengpuCommand),
+}
+
+#[derive(Subcommand)]
+enum QwengpuCommand {
+    /// CUDA C (clang-19) or PTX → the machine's ROM blocks, printed.
+    Compile(native_host::qwengpu::CompileArgs),
 }
 
 #[derive(Subcommand)]
@@ -73,6 +82,7 @@ async fn main() -> Result<()> {
         Command::Ebpf(EbpfCommand::Bench(args)) => native_host::ebpf::op_bench::run_model(args),
         Command::Ebpf(EbpfCommand::Run(args)) => native_host::ebpf::cli::run(args),
         Command::Ebpf(EbpfCommand::GenModel(args)) => native_host::ebpf::cli::gen_model(args),
+        Command::Qwengpu(QwengpuCommand::Compile(args)) => native_host::qwengpu::compile(args),
         Command::Probe => {
             let caps = probe::capabilities();
             native_host::say!("{}", serde_json::to_string_pretty(&caps)?);

@@ -208,3 +208,55 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod limits {
+    use super::*;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    fn ptx(name: &str) -> &'static str {
+        kernels().into_iter().find(|k| k.name == name).map(|k| k.ptx).unwrap_or_default()
+    }
+
+    /// The machine's sizes are compiler parameters: a smaller machine refuses the same kernel
+    /// by PTX line and limit, a larger one takes it.
+    #[test]
+    fn kernels_beyond_the_machine_are_refused_by_line_and_limit() {
+        let small = |f: fn(&mut MachineSpec)| {
+            let mut spec = MachineSpec::default();
+            f(&mut spec);
+            spec
+        };
+        let e = compile(ptx("matvec"), None, &small(|s| s.rom_blocks = 4)).unwrap_err();
+        assert!(e.line > 0 && e.what.contains("ROM's 4 blocks"), "{e}");
+        let e = compile(ptx("matvec"), None, &small(|s| s.regs = 5)).unwrap_err();
+        assert!(e.line > 0 && e.what.contains("too many live registers"), "{e}");
+        let e = compile(ptx("reduce_shared"), None, &small(|s| s.shared_words = 8)).unwrap_err();
+        assert!(e.what.contains("64 bytes of shared memory; the machine has 32"), "{e}");
+        // A wider machine: more registers and ROM compile and run the same kernel.
+        let big = small(|s| {
+            s.regs = 31;
+            s.rom_blocks = 64
+        });
+        let k = kernels().into_iter().find(|k| k.name == "matvec").unwrap();
+        let p = k.prepare();
+        assert_eq!(k.run_interpreter(&big).unwrap().0, k.expected(&p));
+    }
+
+    #[test]
+    fn unsupported_ptx_is_named_by_line() {
+        let base = ptx("vadd");
+        let swap = |from: &str, to: &str| base.replacen(from, to, 1);
+        let cases = [
+            (swap("add.s32", "add.f32"), "floating point"),
+            (swap("add.s32", "popc.b32"), "not supported"),
+            (swap("ld.global.u32", "ld.local.u32"), "local state space"),
+            (swap("mov.u32 \t%r4, %tid.x", "mov.u32 \t%r4, %tid.y"), "one-dimensional"),
+        ];
+        for (text, needle) in cases {
+            let e = compile(&text, None, &MachineSpec::default()).unwrap_err();
+            assert!(e.line > 0 && e.to_string().contains(needle), "{e} lacks {needle:?}");
+        }
+    }
+}

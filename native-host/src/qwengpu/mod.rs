@@ -1,0 +1,80 @@
+//! `native-host qwengpu`: CUDA C → PTX with the host's clang-19, then PTX → qwenGPU machine
+//! blocks (`kernels_wasm::qwengpu::lower`), and runs on the reference interpreter.
+
+use anyhow::{bail, Context, Result};
+use kernels_wasm::qwengpu::isa::MachineSpec;
+use kernels_wasm::qwengpu::lower::{compile as lower, Kernel};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// clang's arguments for the machine's PTX (the command line; `-S` writes PTX text).
+pub const CLANG_ARGS: [&str; 6] =
+    ["--cuda-device-only", "--cuda-gpu-arch=sm_75", "-nocudainc", "-nocudalib", "-O2", "-S"];
+
+/// CUDA C → PTX text, with `assets/kernels/` (our `qwengpu.h`) on the include path.
+pub fn cuda_to_ptx(cu: &Path, include: &Path) -> Result<String> {
+    let clang = std::env::var("BPF_CLANG").unwrap_or_else(|_| "clang-19".into());
+    let out = std::env::temp_dir().join(format!("substrates-qwengpu-{}.ptx", std::process::id()));
+    let result = Command::new(&clang)
+        .args(CLANG_ARGS)
+        .arg("-I")
+        .arg(include)
+        .arg(cu)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .with_context(|| format!("running {clang} (install it with `cargo xtask setup`: Debian clang-19)"))?;
+    if !result.status.success() {
+        bail!("{clang} could not compile {}:\n{}", cu.display(), String::from_utf8_lossy(&result.stderr));
+    }
+    let ptx = std::fs::read_to_string(&out).with_context(|| format!("reading {}", out.display()))?;
+    let _ = std::fs::remove_file(&out);
+    Ok(ptx)
+}
+
+/// The repository's `assets/kernels/` (for `qwengpu.h`).
+pub fn kernels_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/kernels")
+}
+
+#[derive(clap::Args)]
+pub struct CompileArgs {
+    /// A CUDA C file (.cu), or PTX (.ptx) to lower as it is.
+    file: PathBuf,
+    /// The entry to take when the file has several kernels.
+    #[arg(long)]
+    kernel: Option<String>,
+    /// Write the PTX here too.
+    #[arg(long)]
+    ptx: Option<PathBuf>,
+}
+
+pub fn compile(args: CompileArgs) -> Result<()> {
+    let spec = MachineSpec::default();
+    let ptx = if args.file.extension().is_some_and(|e| e == "ptx") {
+        std::fs::read_to_string(&args.file).with_context(|| format!("reading {}", args.file.display()))?
+    } else {
+        cuda_to_ptx(&args.file, &kernels_dir())?
+    };
+    if let Some(p) = &args.ptx {
+        std::fs::write(p, &ptx).with_context(|| format!("writing {}", p.display()))?;
+    }
+    let kernel: Kernel =
+        lower(&ptx, args.kernel.as_deref(), &spec).with_context(|| format!("lowering {}", args.file.display()))?;
+    println!(
+        "{}: {} of {} ROM blocks, {} parameters ({}), {} bytes of shared memory",
+        kernel.name,
+        kernel.program.blocks.len(),
+        spec.rom_blocks,
+        kernel.params.len(),
+        kernel.params.join(", "),
+        kernel.shared_bytes
+    );
+    for (i, (block, line)) in kernel.program.blocks.iter().zip(&kernel.rom_lines).enumerate() {
+        println!("  block {i:>2} (PTX line {line}):");
+        for inst in block {
+            println!("      {inst:?}");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,35 @@
+//! The qwenGPU front end with the host's clang-19: the committed PTX of every suite kernel is
+//! what clang produces today, and the compile CLI lowers CUDA and refuses what the machine lacks.
+
+use kernels_wasm::qwengpu::suite;
+use native_host::qwengpu::{cuda_to_ptx, kernels_dir};
+use std::process::Command;
+
+#[test]
+fn the_committed_ptx_is_what_clang_produces_today() {
+    for k in suite::kernels() {
+        let cu = kernels_dir().join(format!("{}.cu", k.name));
+        let ptx = cuda_to_ptx(&cu, &kernels_dir()).unwrap();
+        assert!(ptx == k.ptx, "{}: assets/kernels/{}.ptx is stale; regenerate it with clang-19", k.name, k.name);
+    }
+}
+
+#[test]
+fn the_compile_cli_lowers_cuda_and_names_what_it_refuses() {
+    let run = |file: &std::path::Path| {
+        Command::new(env!("CARGO_BIN_EXE_native-host")).args(["qwengpu", "compile"]).arg(file).output().unwrap()
+    };
+    let ok = run(&kernels_dir().join("vadd.cu"));
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    let text = String::from_utf8_lossy(&ok.stdout);
+    assert!(text.contains("of 32 ROM blocks, 4 parameters"), "{text}");
+    let dir = std::env::temp_dir().join(format!("substrates-qwengpu-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let float = dir.join("float.cu");
+    std::fs::write(&float, "#include \"qwengpu.h\"\n__global__ void f(float *x) { x[threadIdx.x] *= 2.5f; }\n")
+        .unwrap();
+    let out = run(&float);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("PTX line") && err.contains("floating point"), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}
