@@ -19,3 +19,9 @@ static __device__ __forceinline__ int __shfl_sync(unsigned mask, int v, int lane
 static __device__ __forceinline__ int __shfl_down_sync(unsigned mask, int v, unsigned d) { return __nvvm_shfl_down_i32(v, d, 0x1f); }
 static __device__ __forceinline__ int __shfl_up_sync(unsigned mask, int v, unsigned d) { return __nvvm_shfl_up_i32(v, d, 0); }
 static __device__ __forceinline__ int __shfl_xor_sync(unsigned mask, int v, int m) { return __nvvm_shfl_bfly_i32(v, m, 0x1f); }
+static __device__ __forceinline__ int min(int a, int b) { return a < b ? a : b; }
+static __device__ __forceinline__ int max(int a, int b) { return a > b ? a : b; }
+static __device__ __forceinline__ unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+static __device__ __forceinline__ unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+/* The high word of the signed 64-bit product (mul.hi.s32). */
+static __device__ __forceinline__ int __mulhi(int a, int b) { return __nvvm_mulhi_i(a, b); }

@@ -7,7 +7,8 @@
 //!    arithmetic is done on the low word, which is exact for addresses; kernels on 64-bit data
 //!    are outside the machine.
 //! 3. Registers: liveness over the CFG, then greedy colouring onto `r0 … r{regs−2}`; the last
-//!    register is kept as scratch for `mad` (`d = a·b + c` needs a temporary when `d` is `c`).
+//!    register is kept as scratch for `mad` (`d = a·b + c` needs a temporary when `d` is `c`)
+//!    and `abs`.
 //! 4. ROM blocks of up to `block_len` instructions in PTX order; a branch, `bar.sync` or `ret`
 //!    ends one. Every refusal names the PTX line and the limit.
 
@@ -191,6 +192,15 @@ fn translate(cx: &mut Ctx<'_>, i: &Instruction) -> Result<Vec<Inst>, PtxError> {
                 ("not", _) => vec![Inst::Alu { op: Alu::Xor, d, a: x, b: Src::Imm(u32::MAX) }],
                 _ => vec![Inst::Alu { op: Alu::Sub, d, a: Src::Imm(0), b: x }],
             }
+        }
+        "abs" => {
+            // |a| = max(a, 0 − a); abs(i32::MIN) stays i32::MIN, as in PTX.
+            need(2)?;
+            let (d, x) = (cx.dst(&a[0], line)?, cx.src(&a[1], line)?);
+            vec![
+                Inst::Alu { op: Alu::Sub, d: SCRATCH, a: Src::Imm(0), b: x },
+                Inst::Alu { op: Alu::MaxS, d, a: x, b: Src::Reg(SCRATCH) },
+            ]
         }
         "mad" => {
             need(4)?;

@@ -19,6 +19,14 @@ pub enum Init {
         seed: u64,
         modulo: u32,
     },
+    /// Non-zero divisors in ±1 … ±100.
+    Divisors {
+        seed: u64,
+    },
+    /// A permutation of `0 .. len`.
+    Permutation {
+        seed: u64,
+    },
 }
 
 /// A kernel parameter: an array in global memory (its byte address is passed) or a scalar.
@@ -61,6 +69,17 @@ const fn rand(len: usize, seed: u64, modulo: u32) -> Param {
 
 const fn zero(len: usize) -> Param {
     Param::Array { len, init: Init::Zero }
+}
+
+const fn full(len: usize, seed: u64) -> Param {
+    rand(len, seed, u32::MAX)
+}
+
+const S: fn(u32) -> Param = Param::Scalar;
+
+/// Sums of consecutive groups of 4 (a warp's lanes).
+fn per_warp(x: &[u32], f: impl Fn(&[u32], usize) -> u32) -> Vec<u32> {
+    (0..x.len()).map(|k| f(&x[k / 4 * 4..k / 4 * 4 + 4], k % 4)).collect()
 }
 
 fn i(v: u32) -> i32 {
@@ -126,6 +145,114 @@ pub fn kernels() -> Vec<SuiteKernel> {
                 }
             }
         ),
+        kernel!("vsub_scale", 1, 12, &[rand(11, 12, 1 << 20), rand(11, 13, 1 << 20), zero(11), S(5), S(11)], |a, s| {
+            for k in 0..11 {
+                a[2][k] = a[0][k].wrapping_sub(a[1][k]).wrapping_mul(s[0]);
+            }
+        }),
+        kernel!("bitwise", 1, 12, &[full(10, 14), full(10, 15), zero(10), S(10)], |a, _| {
+            for k in 0..10 {
+                a[2][k] = (a[0][k] & a[1][k]) ^ (a[0][k] | !a[1][k]);
+            }
+        }),
+        kernel!("shifts", 1, 12, &[full(10, 16), rand(10, 17, 1000), zero(10), S(10)], |a, _| {
+            for k in 0..10 {
+                let (v, sh) = (a[0][k], a[1][k] & 31);
+                a[2][k] = (v << sh) ^ (v >> (sh & 7)) ^ ((i(v) >> (31 - sh)) as u32);
+            }
+        }),
+        kernel!("minmax", 1, 12, &[rand(9, 18, 1 << 30), rand(9, 19, 1 << 30), zero(9), zero(9), S(9)], |a, _| {
+            for k in 0..9 {
+                let (x, y) = (i(a[0][k]), i(a[1][k]));
+                a[2][k] = x.max(y).wrapping_sub(x.min(y)) as u32;
+                a[3][k] = a[0][k].max(a[1][k]);
+            }
+        }),
+        kernel!(
+            "divmod",
+            1,
+            8,
+            &[full(8, 20), Param::Array { len: 8, init: Init::Divisors { seed: 21 } }, zero(8), zero(8), zero(8), S(8)],
+            |a, _| {
+                for k in 0..8 {
+                    let (x, y) = (i(a[0][k]), i(a[1][k]));
+                    a[2][k] = x.wrapping_div(y) as u32;
+                    a[3][k] = x.wrapping_rem(y) as u32;
+                    a[4][k] = (a[0][k] / a[1][k]).wrapping_add(a[0][k] % a[1][k]);
+                }
+            }
+        ),
+        kernel!("abs_diff", 1, 12, &[rand(10, 22, 2000), rand(10, 23, 2000), zero(10), S(10)], |a, _| {
+            for k in 0..10 {
+                a[2][k] = i(a[0][k]).abs_diff(i(a[1][k]));
+            }
+        }),
+        kernel!("clamp3", 1, 12, &[rand(12, 24, 300), zero(12), S(50), S(200), S(12)], |a, s| {
+            let (lo, hi) = (i(s[0]), i(s[1]));
+            for k in 0..12 {
+                let v = i(a[0][k]);
+                a[1][k] = (if v < lo {
+                    lo * 2
+                } else if v > hi {
+                    hi + v
+                } else {
+                    v
+                }) as u32;
+            }
+        }),
+        kernel!("reverse", 1, 12, &[full(11, 25), zero(11), S(11)], |a, _| {
+            for k in 0..11 {
+                a[1][10 - k] = a[0][k];
+            }
+        }),
+        kernel!("gather", 1, 12, &[full(10, 26), rand(10, 27, 10), zero(10), S(10)], |a, _| {
+            for k in 0..10 {
+                a[2][k] = a[0][a[1][k] as usize];
+            }
+        }),
+        kernel!(
+            "scatter",
+            1,
+            12,
+            &[full(10, 28), Param::Array { len: 10, init: Init::Permutation { seed: 29 } }, zero(10), S(10)],
+            |a, _| {
+                for k in 0..10 {
+                    let at = a[1][k] as usize;
+                    a[2][at] = a[0][k].wrapping_mul(3);
+                }
+            }
+        ),
+        kernel!("dot_atomic", 2, 8, &[rand(14, 30, 1000), rand(14, 31, 1000), zero(1), S(14)], |a, _| {
+            a[2][0] = (0..14).fold(0u32, |acc, k| acc.wrapping_add(a[0][k].wrapping_mul(a[1][k])));
+        }),
+        kernel!("warp_allreduce", 1, 12, &[rand(12, 32, 1 << 20), zero(12)], |a, _| {
+            a[1] = per_warp(&a[0], |w, _| w.iter().sum());
+        }),
+        kernel!("warp_scan", 2, 8, &[rand(16, 33, 1000), zero(16)], |a, _| {
+            a[1] = per_warp(&a[0], |w, lane| w[..=lane].iter().sum());
+        }),
+        kernel!("warp_broadcast", 1, 8, &[rand(8, 34, 1000), zero(8), S(6)], |a, s| {
+            // The machine's warps are 4 lanes: source lane 6 is lane 6 mod 4.
+            let src = s[0] as usize % 4;
+            a[1] = per_warp(&a[0], |w, lane| w[src] + w[lane]);
+        }),
+        kernel!("transpose", 1, 16, &[full(16, 35), zero(16)], |a, _| {
+            for t in 0..16 {
+                a[1][t] = a[0][(t % 4) * 4 + t / 4];
+            }
+        }),
+        kernel!("bitonic_step", 1, 16, &[rand(16, 36, 1000), S(1), S(2)], |a, s| {
+            let (j, k) = (s[0] as usize, s[1] as usize);
+            for t in 0..16 {
+                let p = t ^ j;
+                if p > t && (a[0][t] > a[0][p]) == (t & k == 0) {
+                    a[0].swap(t, p);
+                }
+            }
+        }),
+        kernel!("bitonic_sort", 1, 16, &[rand(16, 37, 1000), S(16)], |a, _| {
+            a[0].sort_unstable();
+        }),
     ]
 }
 
@@ -151,6 +278,23 @@ impl SuiteKernel {
                         Init::Random { seed, modulo } => {
                             let mut rng = Rng::new(seed);
                             (0..len).map(|_| (rng.next_u64() % modulo as u64) as u32).collect()
+                        }
+                        Init::Divisors { seed } => {
+                            let mut rng = Rng::new(seed);
+                            (0..len)
+                                .map(|_| {
+                                    let v = (rng.next_u64() % 100) as i32 + 1;
+                                    (if rng.next_u64() % 2 == 0 { v } else { -v }) as u32
+                                })
+                                .collect()
+                        }
+                        Init::Permutation { seed } => {
+                            let mut rng = Rng::new(seed);
+                            let mut p: Vec<u32> = (0..len as u32).collect();
+                            for k in (1..len).rev() {
+                                p.swap(k, (rng.next_u64() % (k as u64 + 1)) as usize);
+                            }
+                            p
                         }
                     };
                     offsets.push(memory.len());
