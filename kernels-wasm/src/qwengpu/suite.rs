@@ -284,7 +284,7 @@ impl SuiteKernel {
                             (0..len)
                                 .map(|_| {
                                     let v = (rng.next_u64() % 100) as i32 + 1;
-                                    (if rng.next_u64() % 2 == 0 { v } else { -v }) as u32
+                                    (if rng.next_u64().is_multiple_of(2) { v } else { -v }) as u32
                                 })
                                 .collect()
                         }
