@@ -7,6 +7,15 @@ use std::process::Command;
 
 #[test]
 fn the_committed_ptx_is_what_clang_produces_today() {
+    // Every .cu of assets/kernels/ is in the suite, and the other way round.
+    let mut files: Vec<String> = std::fs::read_dir(kernels_dir())
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.strip_suffix(".cu").map(String::from))
+        .collect();
+    let mut names: Vec<String> = suite::kernels().iter().map(|k| k.name.to_string()).collect();
+    files.sort();
+    names.sort();
+    assert_eq!(files, names);
     for k in suite::kernels() {
         let cu = kernels_dir().join(format!("{}.cu", k.name));
         let ptx = cuda_to_ptx(&cu, &kernels_dir()).unwrap();

@@ -107,8 +107,32 @@ fn signed(op: &[String]) -> bool {
     op.iter().any(|p| p.starts_with('s') && p[1..].parse::<u32>().is_ok())
 }
 
-/// One PTX instruction as machine instructions on virtual registers.
+fn is16(t: &str) -> bool {
+    matches!(t, "u16" | "s16" | "b16")
+}
+
+/// One PTX instruction as machine instructions on virtual registers. 16-bit registers (`%rs`)
+/// always hold their zero-extended value: an instruction whose result type is 16 bits
+/// (`add.s16`, `mov.u16`, `cvt.u16.u32`) is followed by a mask to 16 bits. Signed 16-bit
+/// comparisons would need the sign and are refused.
 fn translate(cx: &mut Ctx<'_>, i: &Instruction) -> Result<Vec<Inst>, PtxError> {
+    let op = &i.op;
+    let result_type = if op[0] == "cvt" { op.get(op.len().saturating_sub(2)) } else { op.last() };
+    if op[0] == "setp" && op.iter().any(|t| t == "s16") && !matches!(op[1].as_str(), "eq" | "ne") {
+        return err(i.line, alloc::format!("`{}`: signed 16-bit comparisons are not supported", i.text));
+    }
+    let mut out = translate_32(cx, i)?;
+    let masked = result_type.is_some_and(|t| is16(t)) && !matches!(op[0].as_str(), "setp" | "st");
+    if let (true, Some(Inst::Alu { d, .. } | Inst::Mov { d, .. } | Inst::Ld { d, .. } | Inst::Sel { d, .. })) =
+        (masked, out.last())
+    {
+        let d = *d;
+        out.push(Inst::Alu { op: Alu::And, d, a: Src::Reg(d), b: Src::Imm(0xffff) });
+    }
+    Ok(out)
+}
+
+fn translate_32(cx: &mut Ctx<'_>, i: &Instruction) -> Result<Vec<Inst>, PtxError> {
     let (line, op, a) = (i.line, &i.op, &i.args);
     if op.iter().any(|p| matches!(p.as_str(), "f16" | "f32" | "f64" | "bf16" | "rn" | "rz" | "ftz" | "approx")) {
         return err(line, alloc::format!("`{}`: floating point is not supported by the machine", i.text));
@@ -158,11 +182,24 @@ fn translate(cx: &mut Ctx<'_>, i: &Instruction) -> Result<Vec<Inst>, PtxError> {
             let (d, (base, off), v) = (cx.dst(&a[0], line)?, cx.addr(&a[1], line)?, cx.src(&a[2], line)?);
             vec![Inst::AtomAdd { space: space(&op[1])?, d, a: base, off, v }]
         }
+        "cvt" if op.iter().skip(1).any(|t| matches!(t.as_str(), "s8" | "u8")) => {
+            return err(line, alloc::format!("`{}`: 8-bit conversions are not supported", i.text));
+        }
+        "cvt" if op.len() >= 3 && is16(&op[op.len() - 1]) && !is16(&op[op.len() - 2]) => {
+            // 16 → 32 bits: 16-bit registers are kept zero-extended; s16 sign-extends.
+            need(2)?;
+            let (d, x) = (cx.dst(&a[0], line)?, cx.src(&a[1], line)?);
+            if op[op.len() - 1] == "s16" && op[op.len() - 2].starts_with('s') {
+                vec![
+                    Inst::Alu { op: Alu::Shl, d: SCRATCH, a: x, b: Src::Imm(16) },
+                    Inst::Alu { op: Alu::Sra, d, a: Src::Reg(SCRATCH), b: Src::Imm(16) },
+                ]
+            } else {
+                vec![Inst::Mov { d, a: x }]
+            }
+        }
         "mov" | "cvta" | "cvt" => {
             need(2)?;
-            if op[0] == "cvt" && op.iter().skip(1).any(|t| matches!(t.as_str(), "s8" | "u8" | "s16" | "u16")) {
-                return err(line, alloc::format!("`{}`: sub-word conversions are not supported", i.text));
-            }
             let d = cx.dst(&a[0], line)?;
             match &a[1] {
                 Operand::Special(s) => vec![Inst::S2R { d, s: special(s, line)? }],

@@ -253,6 +253,166 @@ pub fn kernels() -> Vec<SuiteKernel> {
         kernel!("bitonic_sort", 1, 16, &[rand(16, 37, 1000), S(16)], |a, _| {
             a[0].sort_unstable();
         }),
+        kernel!("nested_loops", 1, 12, &[rand(10, 38, 12), zero(10), S(10)], |a, _| {
+            for t in 0..10 {
+                let x = a[0][t];
+                a[1][t] = (0..x).flat_map(|j| (0..j).map(move |k| j ^ k)).fold(0u32, u32::wrapping_add);
+            }
+        }),
+        kernel!("matmul4", 1, 16, &[rand(16, 39, 100), rand(16, 40, 100), zero(16)], |a, _| {
+            for t in 0..16 {
+                let (r, c) = (t / 4, t % 4);
+                a[2][t] = (0..4).map(|k| a[0][r * 4 + k] * a[1][k * 4 + c]).sum();
+            }
+        }),
+        kernel!("stencil3", 2, 8, &[rand(13, 41, 1000), zero(13), S(13)], |a, _| {
+            let x = a[0].clone();
+            for t in 0..13 {
+                let (l, r) = (if t > 0 { x[t - 1] } else { x[t] }, if t < 12 { x[t + 1] } else { x[t] });
+                a[1][t] = l + 2 * x[t] + r;
+            }
+        }),
+        kernel!("count_if", 2, 8, &[rand(15, 42, 100), zero(1), S(50), S(15)], |a, s| {
+            a[1][0] = a[0].iter().filter(|&&v| v > s[0]).count() as u32;
+        }),
+        kernel!("popcount", 1, 12, &[full(12, 43), zero(12), S(12)], |a, _| {
+            a[1] = a[0].iter().map(|v| v.count_ones()).collect();
+        }),
+        kernel!("gcd", 1, 12, &[rand(10, 44, 10000), rand(10, 45, 10000), zero(10), S(10)], |a, _| {
+            for t in 0..10 {
+                let (mut x, mut y) = (a[0][t], a[1][t]);
+                while y != 0 {
+                    (x, y) = (y, x % y);
+                }
+                a[2][t] = x;
+            }
+        }),
+        kernel!("fib", 1, 12, &[rand(12, 46, 1000), zero(12), S(12)], |a, _| {
+            for t in 0..12 {
+                let (mut x, mut y) = (0u32, 1u32);
+                for _ in 0..a[0][t] % 48 {
+                    (x, y) = (y, x.wrapping_add(y));
+                }
+                a[1][t] = x;
+            }
+        }),
+        kernel!("is_prime", 1, 16, &[rand(14, 47, 500), zero(14), S(14)], |a, _| {
+            a[1] = a[0]
+                .iter()
+                .map(|&v| u32::from(v >= 2 && (2..v).take_while(|d| d * d <= v).all(|d| v % d != 0)))
+                .collect();
+        }),
+        kernel!("horner", 1, 8, &[rand(5, 48, 1000), S(4), rand(7, 49, 1000), zero(7), S(7)], |a, s| {
+            let deg = s[0] as usize;
+            for t in 0..7 {
+                a[2][t] = (0..deg).rev().fold(a[0][deg], |acc, k| acc.wrapping_mul(a[1][t]).wrapping_add(a[0][k]));
+            }
+        }),
+        kernel!("sat_add", 1, 12, &[full(10, 50), full(10, 51), zero(10), S(10)], |a, _| {
+            for t in 0..10 {
+                a[2][t] = i(a[0][t]).saturating_add(i(a[1][t])) as u32;
+            }
+        }),
+        kernel!("select_chain", 1, 12, &[rand(10, 52, 1000), rand(10, 53, 1000), zero(10), S(10)], |a, _| {
+            for t in 0..10 {
+                let (x, y) = (i(a[0][t]), i(a[1][t]));
+                a[2][t] = (if x > y {
+                    if x & 1 != 0 {
+                        x
+                    } else {
+                        y
+                    }
+                } else if y & 2 != 0 {
+                    x + y
+                } else {
+                    x - y
+                }) as u32;
+            }
+        }),
+        kernel!("even_odd", 2, 8, &[rand(14, 54, 1000), zero(14), S(14)], |a, _| {
+            for t in 0..14 {
+                a[1][t] = if t % 2 == 1 { a[0][t] * 2 } else { a[0][t] + 100 };
+            }
+        }),
+        kernel!("sum_squares", 1, 16, &[rand(13, 55, 1000), zero(1), S(13)], |a, _| {
+            a[1][0] = a[0].iter().map(|v| v * v).sum();
+        }),
+        kernel!("argmax", 1, 16, &[rand(13, 56, 50), zero(2), S(13)], |a, _| {
+            let best = *a[0].iter().max().unwrap_or(&0);
+            a[1] = vec![best, a[0].iter().position(|&v| v == best).unwrap_or(0) as u32];
+        }),
+        kernel!("xorshift", 1, 12, &[full(10, 57), zero(10), S(10)], |a, _| {
+            a[1] = a[0]
+                .iter()
+                .map(|&v| {
+                    (0..3).fold(v, |mut v, _| {
+                        v ^= v << 13;
+                        v ^= v >> 17;
+                        v ^ (v << 5)
+                    })
+                })
+                .collect();
+        }),
+        kernel!("mulhi", 1, 12, &[full(10, 58), full(10, 59), zero(10), zero(10), S(10)], |a, _| {
+            for t in 0..10 {
+                a[2][t] = ((i(a[0][t]) as i64 * i(a[1][t]) as i64) >> 32) as u32;
+                a[3][t] = a[0][t].wrapping_mul(a[1][t]);
+            }
+        }),
+        kernel!("memory_full", 2, 24, &[full(42, 60), full(42, 61), zero(42), S(42)], |a, _| {
+            for t in 0..42 {
+                a[2][t] = a[0][t] ^ a[1][t];
+            }
+            a[0][0] = 7; // c[42] is word 126, which wraps to word 0
+        }),
+        kernel!("block_sums", 4, 8, &[rand(32, 62, 1000), zero(4)], |a, _| {
+            a[1] = a[0].chunks(8).map(|c| c.iter().sum()).collect();
+        }),
+        kernel!("specials", 3, 8, &[zero(24)], |a, _| {
+            a[0] = (0..24).map(|k| (k % 8) + 10 * (k / 8) + 100 * 8 + 1000 * 3).collect();
+        }),
+        kernel!("shfl_edges", 1, 8, &[rand(8, 63, 1000), zero(8)], |a, _| {
+            a[1] = per_warp(&a[0], |w, lane| {
+                w[if lane + 1 < 4 { lane + 1 } else { lane }] * 3 + w[lane.checked_sub(2).unwrap_or(lane)]
+            });
+        }),
+        kernel!("find_first", 1, 8, &[rand(12, 64, 6), rand(6, 65, 8), zero(6), S(12), S(6)], |a, _| {
+            for t in 0..6 {
+                a[2][t] = a[0].iter().position(|&v| v == a[1][t]).unwrap_or(12) as u32;
+            }
+        }),
+        kernel!("countdown", 1, 12, &[rand(12, 66, 100_000), zero(12), S(12)], |a, _| {
+            for t in 0..12 {
+                let (mut v, mut k) = (a[0][t], 0);
+                loop {
+                    v /= 2;
+                    k += 1;
+                    if v < 10 {
+                        break;
+                    }
+                }
+                a[1][t] = k * 1000 + v;
+            }
+        }),
+        kernel!("histogram_shared", 2, 16, &[rand(30, 67, 1000), zero(8), S(30)], |a, _| {
+            for t in 0..30 {
+                let bin = (a[0][t] % 8) as usize;
+                a[1][bin] += 1;
+            }
+        }),
+        kernel!("switch_ops", 1, 16, &[rand(14, 68, 1000), full(14, 69), zero(14), S(14)], |a, _| {
+            for t in 0..14 {
+                let v = a[1][t];
+                a[2][t] = match a[0][t] % 6 {
+                    0 => v.wrapping_add(11),
+                    1 => v.wrapping_mul(3),
+                    2 => v ^ 0x5a5a,
+                    3 => v >> 3,
+                    4 => v.wrapping_sub(7),
+                    _ => v | 0x100,
+                };
+            }
+        }),
     ]
 }
 
@@ -343,6 +503,7 @@ mod tests {
     #[test]
     fn every_kernel_runs_on_the_interpreter_like_its_plain_rust_version() {
         let spec = MachineSpec::default();
+        assert!(kernels().len() >= 49, "the suite has {} kernels", kernels().len());
         for k in kernels() {
             let p = k.prepare();
             let want = k.expected(&p);
