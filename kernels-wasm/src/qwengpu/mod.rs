@@ -1,9 +1,17 @@
 //! qwenGPU: a 4-lane SIMT machine (FACTS §2). `isa` defines what a lane can do, `interp` is the
-//! reference interpreter every other executor of the machine is checked against.
+//! reference interpreter every other executor of the machine is checked against; `ptx` and
+//! `lower` take clang's PTX to the machine's ROM blocks; `suite` is the kernel suite. The
+//! compiled layers start with `deltanet` (Qwen3.5's Gated DeltaNet in f32) and `memory` (its
+//! weights computed so that its state rows are the machine's memory, exactly).
 
+/// Needs `std`'s f32 exp/ln/sqrt, like the Qwen3 model (native and browser).
+#[cfg(feature = "std")]
+pub mod deltanet;
 pub mod interp;
 pub mod isa;
 pub mod lower;
+#[cfg(feature = "std")]
+pub mod memory;
 pub mod ptx;
 pub mod suite;
 
