@@ -51,6 +51,8 @@ test('tabs switch, each says honestly what it is, and a screenshot of each is sa
       await page.waitForSelector('[data-testid=bitnet-stepper]');
     } else if (tab === 'ebpf') {
       await page.waitForSelector('[data-testid=ebpf-tab]');
+    } else if (tab === 'qwengpu') {
+      await page.waitForSelector('[data-testid=qwengpu-tab]');
     } else {
       assert.match(await page.textContent('[data-testid=empty-state]'), /Not built yet/);
     }
@@ -264,6 +266,31 @@ test('eBPF tab: the real SmolLM2 answers a text prompt, every multiply in the ke
   const answer = await page.$$eval('[data-testid=ebpf-token][data-prompt=false]', (ts) => ts.map((t) => t.textContent).join(''));
   assert.ok(answer.startsWith('␣Paris'), answer);
   await page.screenshot({ path: `${SHOTS}/ebpf-smollm2.png`, fullPage: true });
+  page.assertNoErrors();
+  await page.close();
+});
+
+test('qwenGPU tab: a suite kernel lowers and runs in the page, stepped warp-block by warp-block', async () => {
+  // No bridge needed: the page lowers the PTX and runs the interpreter itself.
+  const page = await open(browser, '', '#qwengpu');
+  await page.waitForSelector('[data-testid=qwengpu-tab]');
+  const options = await page.$$eval('[data-testid=qwengpu-kernel] option', (o) => o.map((e) => e.textContent));
+  assert.ok(options.length >= 49, `${options.length} kernels`);
+  await page.selectOption('[data-testid=qwengpu-kernel]', { label: 'bitonic_sort' });
+  await page.click('[data-testid=qwengpu-run]');
+  const summary = await page.textContent('[data-testid=qwengpu-summary]');
+  assert.match(summary, /steps on the interpreter; [0-9]+ ROM blocks of 32; outputs equal the plain Rust version/);
+  // The stepper shows the first step: warp 0 ran block 0 with all its lanes; 4 lanes of 15 registers.
+  assert.match(await page.textContent('[data-testid=qwengpu-step]'), /step 0: warp 0 ran block 0 with lanes ■■■■/);
+  assert.equal((await page.$$('[data-testid=qwengpu-lane]')).length, 4);
+  assert.ok((await page.$$('[data-testid=qwengpu-rom-block]')).length > 4);
+  await page.screenshot({ path: `${SHOTS}/qwengpu-bitonic.png`, fullPage: true });
+  // Edited PTX the machine cannot run is refused by line.
+  await page.click('summary:has-text("PTX (editable)")');
+  const ptx = await page.inputValue('[data-testid=qwengpu-ptx]');
+  await page.fill('[data-testid=qwengpu-ptx]', ptx.replace('ld.global.u32', 'ld.local.u32'));
+  await page.click('[data-testid=qwengpu-run]');
+  assert.match(await page.textContent('[data-testid=qwengpu-summary]'), /PTX line [0-9]+: .*local state space/);
   page.assertNoErrors();
   await page.close();
 });

@@ -4,6 +4,7 @@
 pub mod bitnet;
 pub mod ebpf;
 pub mod heatmap;
+pub mod qwengpu;
 pub mod steps;
 pub mod timeline;
 pub mod token;

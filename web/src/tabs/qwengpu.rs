@@ -1,15 +1,160 @@
-use super::NotBuilt;
+//! The qwenGPU tab: a CUDA kernel of the suite, its PTX (editable), the machine's ROM blocks the
+//! PTX lowers to, and a run on the reference interpreter stepped one warp-block at a time:
+//! which lanes ran, the warp's registers and SIMT stack, and global memory. All in this page.
+
+use crate::components::{Heatmap, StepControls};
+use crate::logic::qwengpu::{lanes, listing, trace, Trace};
+use kernels_wasm::qwengpu::suite::kernels;
 use leptos::prelude::*;
 
 #[component]
 pub fn QwenGpuTab() -> impl IntoView {
+    let suite = StoredValue::new(kernels());
+    let names: Vec<&'static str> = suite.with_value(|s| s.iter().map(|k| k.name).collect());
+    let chosen = RwSignal::new(0usize);
+    let ptx = RwSignal::new(suite.with_value(|s| s[0].ptx.to_string()));
+    let run = RwSignal::new(None::<Result<Trace, String>>);
+    let position = RwSignal::new(0usize);
+
+    let pick = move |i: usize| {
+        chosen.set(i);
+        ptx.set(suite.with_value(|s| s[i].ptx.to_string()));
+        run.set(None);
+        position.set(0);
+    };
+    let start = move |_| {
+        let result = suite.with_value(|s| trace(&s[chosen.get_untracked()], &ptx.get_untracked()));
+        position.set(0);
+        run.set(Some(result));
+    };
+    let len = Signal::derive(move || {
+        run.with(|r| r.as_ref().and_then(|r| r.as_ref().ok()).map(|t| t.snapshots.len()).unwrap_or(0))
+    });
+    let summary = move || {
+        run.with(|r| match r {
+            None => "not run yet".to_string(),
+            Some(Err(e)) => e.clone(),
+            Some(Ok(t)) => format!(
+                "{} steps on the interpreter; {} ROM blocks of 32; outputs {} the plain Rust version",
+                t.snapshots.len(),
+                t.kernel.program.blocks.len(),
+                if t.arrays == t.expected { "equal" } else { "DIFFER from" }
+            ),
+        })
+    };
+    let snapshot = move || {
+        run.with(|r| r.as_ref().and_then(|r| r.as_ref().ok()).and_then(|t| t.snapshots.get(position.get()).cloned()))
+    };
+    let memory = Signal::derive(move || {
+        snapshot().map(|s| s.global.iter().map(|&v| v as i32 as f32).collect()).unwrap_or_else(|| vec![0.0; 126])
+    });
+    let rom = move || {
+        run.with(|r| match r {
+            Some(Ok(t)) => listing(&t.kernel.program, &t.kernel.rom_lines)
+                .into_iter()
+                .enumerate()
+                .map(|(b, line)| {
+                    let current = move || snapshot().is_some_and(|s| s.record.block == b);
+                    view! { <li class:current=current data-testid="qwengpu-rom-block">{line}</li> }
+                })
+                .collect_view()
+                .into_any(),
+            _ => ().into_any(),
+        })
+    };
+    let step_text = move || {
+        snapshot().map(|s| {
+            format!(
+                "step {}: warp {} ran block {} with lanes {}",
+                position.get(),
+                s.record.warp,
+                s.record.block,
+                lanes(s.record.mask, 4)
+            )
+        })
+    };
+    let registers = move || {
+        snapshot().map(|s| {
+            s.regs
+                .iter()
+                .enumerate()
+                .map(|(lane, regs)| {
+                    view! {
+                        <tr data-testid="qwengpu-lane">
+                            <th>{format!("lane {lane}")}</th>
+                            {regs.iter().map(|&v| view! { <td class="num">{v as i32}</td> }).collect_view()}
+                        </tr>
+                    }
+                })
+                .collect_view()
+        })
+    };
+    let stack = move || {
+        snapshot().map(|s| {
+            s.stack
+                .iter()
+                .rev()
+                .map(|e| {
+                    let join = e.join.map(|j| j.to_string()).unwrap_or_else(|| "exit".into());
+                    view! { <li>{format!("pc {} → join {join}, lanes {}", e.pc, lanes(e.mask, 4))}</li> }
+                })
+                .collect_view()
+        })
+    };
+
     view! {
-        <NotBuilt issue=5 what="qwenGPU: a SIMT machine compiled into Gated DeltaNet layers">
-            <p>
-                "Will run in this page: CUDA kernels lowered from PTX to a 4-lane SIMT machine whose "
-                "registers and memory live in DeltaNet state rows, stepped one warp-block at a time, "
-                "checked against a plain interpreter after every step."
+        <section class="qwengpu" data-testid="qwengpu-tab">
+            <h2>"qwenGPU: a 4-lane SIMT machine, CUDA lowered from PTX"</h2>
+            <p class="lede">
+                "The machine: 4 lanes, 15 registers per lane, a ROM of 32 blocks of up to 4 instructions, 126 words of "
+                "global memory, shared memory, atomics, warp shuffles, barriers, and divergent branches that reconverge at "
+                "their immediate post-dominator. clang-19 compiled each kernel to PTX (committed beside it); this page "
+                "lowers the PTX itself and runs it on the reference interpreter. The compiled layers — the same machine as "
+                "Gated DeltaNet and SwiGLU weights — are being built (issue #5): so far the memory, as DeltaNet state rows "
+                "that every nonlinearity leaves exact."
             </p>
-        </NotBuilt>
+            <div class="controls">
+                <label>
+                    "kernel "
+                    <select data-testid="qwengpu-kernel" on:change=move |ev| {
+                        if let Ok(i) = event_target_value(&ev).parse() { pick(i) }
+                    }>
+                        {names.iter().enumerate().map(|(i, n)| view! { <option value=i.to_string()>{*n}</option> }).collect_view()}
+                    </select>
+                </label>
+                <button data-testid="qwengpu-run" on:click=start>"lower and run"</button>
+            </div>
+            <p data-testid="qwengpu-summary">{summary}</p>
+            <div class="row">
+                <details class="demo" open>
+                    <summary>"CUDA"</summary>
+                    <pre class="source">{move || suite.with_value(|s| s[chosen.get()].cuda.to_string())}</pre>
+                </details>
+                <details class="demo">
+                    <summary>"PTX (editable)"</summary>
+                    <textarea data-testid="qwengpu-ptx" rows="24" cols="70" prop:value=move || ptx.get()
+                        on:input=move |ev| ptx.set(event_target_value(&ev))></textarea>
+                </details>
+            </div>
+            <div class="demo">
+                <h3>"ROM blocks"</h3>
+                <ol class="rom" start="0">{rom}</ol>
+            </div>
+            <div class="demo">
+                <StepControls len=len position=position />
+                <p data-testid="qwengpu-step">{step_text}</p>
+                <div class="row">
+                    <table class="outputs" data-testid="qwengpu-registers">
+                        <caption>"registers of the warp that ran (r0 … r14)"</caption>
+                        <tbody>{registers}</tbody>
+                    </table>
+                    <div>
+                        <h4>"SIMT stack (top first)"</h4>
+                        <ul data-testid="qwengpu-stack">{stack}</ul>
+                    </div>
+                </div>
+                <Heatmap rows=9 cols=14 values=memory label="global memory: 126 words" width=420 />
+            </div>
+        </section>
     }
 }

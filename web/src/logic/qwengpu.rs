@@ -1,0 +1,119 @@
+//! The qwenGPU tab's model: a kernel of the suite (or edited PTX) lowered and run on the
+//! reference interpreter, one snapshot per machine step for the stepper.
+
+use kernels_wasm::qwengpu::interp::{Entry, Machine, StepRecord};
+use kernels_wasm::qwengpu::isa::{Inst, MachineSpec, Program};
+use kernels_wasm::qwengpu::lower::{compile, Kernel};
+use kernels_wasm::qwengpu::suite::SuiteKernel;
+
+/// Steps recorded for the stepper (a run longer than this is refused, not truncated).
+pub const MAX_STEPS: usize = 20_000;
+
+/// The machine after one step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    pub record: StepRecord,
+    /// The registers of the warp that ran (`[lane][r]`) and its SIMT stack afterwards.
+    pub regs: Vec<Vec<u32>>,
+    pub stack: Vec<Entry>,
+    pub global: Vec<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trace {
+    pub kernel: Kernel,
+    pub snapshots: Vec<Snapshot>,
+    /// The arrays as the run left them, and as the plain Rust version says they must be.
+    pub arrays: Vec<Vec<u32>>,
+    pub expected: Vec<Vec<u32>>,
+}
+
+/// Lowers `ptx` and runs it with `k`'s launch and inputs.
+pub fn trace(k: &SuiteKernel, ptx: &str) -> Result<Trace, String> {
+    let spec = MachineSpec::default();
+    let kernel = compile(ptx, None, &spec).map_err(|e| e.to_string())?;
+    let p = k.prepare();
+    let mut m = Machine::new(spec, kernel.program.clone(), &p.memory, p.launch.clone()).map_err(|e| e.to_string())?;
+    let mut snapshots = Vec::new();
+    while let Some(record) = m.step().map_err(|e| e.to_string())? {
+        if snapshots.len() == MAX_STEPS {
+            return Err(format!("more than {MAX_STEPS} steps: too long to step through here"));
+        }
+        let w = &m.warps[record.warp];
+        snapshots.push(Snapshot { record, regs: w.regs.clone(), stack: w.stack.clone(), global: m.global.clone() });
+    }
+    let arrays = p.arrays.iter().zip(&p.offsets).map(|(a, &o)| m.global[o..o + a.len()].to_vec()).collect();
+    Ok(Trace { kernel, snapshots, arrays, expected: k.expected(&p) })
+}
+
+/// Lanes of a mask as ■ (ran) and □ (waited), lane 0 first.
+pub fn lanes(mask: u32, n: usize) -> String {
+    (0..n).map(|l| if mask & (1 << l) != 0 { '■' } else { '□' }).collect()
+}
+
+/// One instruction as a line of assembly.
+pub fn asm(inst: &Inst) -> String {
+    use kernels_wasm::qwengpu::isa::Src;
+    let s = |x: &Src| match x {
+        Src::Reg(r) => format!("r{r}"),
+        Src::Imm(v) => format!("{}", *v as i32),
+    };
+    match inst {
+        Inst::Mov { d, a } => format!("mov r{d}, {}", s(a)),
+        Inst::Alu { op, d, a, b } => format!("{} r{d}, {}, {}", format!("{op:?}").to_lowercase(), s(a), s(b)),
+        Inst::Set { cmp, d, a, b } => format!("set.{} r{d}, {}, {}", format!("{cmp:?}").to_lowercase(), s(a), s(b)),
+        Inst::Sel { d, c, a, b } => format!("sel r{d}, r{c} ? {} : {}", s(a), s(b)),
+        Inst::Ld { space, d, a, off } => format!("ld.{} r{d}, [{}{off:+}]", format!("{space:?}").to_lowercase(), s(a)),
+        Inst::St { space, a, off, v } => {
+            format!("st.{} [{}{off:+}], {}", format!("{space:?}").to_lowercase(), s(a), s(v))
+        }
+        Inst::AtomAdd { space, d, a, off, v } => {
+            format!("atom.add.{} r{d}, [{}{off:+}], {}", format!("{space:?}").to_lowercase(), s(a), s(v))
+        }
+        Inst::Shfl { mode, d, a, b } => format!("shfl.{} r{d}, r{a}, {}", format!("{mode:?}").to_lowercase(), s(b)),
+        Inst::S2R { d, s: sp } => format!("s2r r{d}, {sp:?}"),
+        Inst::Bra { target, c: None, .. } => format!("bra {target}"),
+        Inst::Bra { target, c: Some(c), neg, join } => {
+            format!("@{}r{c} bra {target} (join {join})", if *neg { "!" } else { "" })
+        }
+        Inst::Bar => "bar".into(),
+        Inst::Exit => "exit".into(),
+    }
+}
+
+/// The ROM as text, one line per block.
+pub fn listing(program: &Program, lines: &[usize]) -> Vec<String> {
+    program
+        .blocks
+        .iter()
+        .enumerate()
+        .map(|(b, block)| {
+            let body: Vec<String> = block.iter().map(asm).collect();
+            format!("{b:>2} (PTX {:>3}): {}", lines.get(b).copied().unwrap_or(0), body.join("; "))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kernels_wasm::qwengpu::suite::kernels;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    #[test]
+    fn a_trace_records_every_step_and_ends_with_the_expected_arrays() {
+        let k = kernels().into_iter().find(|k| k.name == "collatz").unwrap();
+        let t = trace(&k, k.ptx).unwrap();
+        assert_eq!(t.arrays, t.expected);
+        assert!(t.snapshots.len() > 10);
+        // Divergence shows: some step ran with only part of a warp.
+        assert!(t.snapshots.iter().any(|s| s.record.mask != 0b1111));
+        assert_eq!(t.snapshots.last().map(|s| s.global.len()), Some(126));
+        assert_eq!(lanes(0b0101, 4), "■□■□");
+        assert_eq!(listing(&t.kernel.program, &t.kernel.rom_lines).len(), t.kernel.program.blocks.len());
+        // Edited PTX that the machine cannot run is refused with its line.
+        let err = trace(&k, &k.ptx.replacen("add.s32", "add.f32", 1)).unwrap_err();
+        assert!(err.contains("PTX line") && err.contains("floating point"), "{err}");
+    }
+}
