@@ -2,9 +2,12 @@
 //! reference interpreter every other executor of the machine is checked against; `ptx` and
 //! `lower` take clang's PTX to the machine's ROM blocks; `suite` is the kernel suite. The
 //! compiled layers start with `deltanet` (Qwen3.5's Gated DeltaNet in f32) and `memory` (its
-//! weights computed so that its state rows are the machine's memory, exactly).
+//! weights computed so that its state rows are the machine's memory, exactly) and `alu` (Qwen3.5
+//! MLP sublayers computing the 32-bit adder exactly).
 
 /// Needs `std`'s f32 exp/ln/sqrt, like the Qwen3 model (native and browser).
+#[cfg(feature = "std")]
+pub mod alu;
 #[cfg(feature = "std")]
 pub mod deltanet;
 pub mod interp;
