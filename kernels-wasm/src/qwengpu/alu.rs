@@ -1,5 +1,8 @@
 //! The ALU as Qwen3.5 MLP sublayers (`x + W_down·(silu(W_gate·n) ⊙ W_up·n)`, `n = RMSNorm(x)`,
-//! no biases), with computed weights: first the 32-bit adder, eight layers, one per nibble.
+//! no biases), with computed weights: a chain of eight layers, one per nibble, each a lookup table
+//! of (digit of a, digit of b, carry in) → (digit out, carry out). Add, subtract (the carry is the
+//! borrow), the bitwise operations (no carry) and the unsigned comparison (the final borrow) are
+//! such tables.
 //!
 //! Why it is exact in f32:
 //! - Every channel of the residual stream is ±64: a one-hot digit is +64 at its value and −64
@@ -60,8 +63,8 @@ impl Mlp {
     }
 }
 
-/// The adder's residual stream: a and b (8 one-hot nibbles each), carries into nibbles 0–8,
-/// the sum's nibbles, a constant.
+/// The chain's residual stream: a and b (8 one-hot nibbles each), carries into nibbles 0–8,
+/// the result's nibbles, a constant.
 pub mod stream {
     pub const LHS: usize = 0;
     pub const RHS: usize = 128;
@@ -94,8 +97,8 @@ pub fn get_word(x: &[f32], at: usize) -> Option<u32> {
     Some(word)
 }
 
-/// The stream before the adder: `a`, `b`, carry into nibble 0 = 0, everything else −A.
-pub fn adder_input(a: u32, b: u32) -> Vec<f32> {
+/// The stream before a chain: `a`, `b`, carry into nibble 0 = 0, everything else −A.
+pub fn chain_input(a: u32, b: u32) -> Vec<f32> {
     let mut x = vec![-A; stream::D];
     put_word(&mut x, stream::LHS, a);
     put_word(&mut x, stream::RHS, b);
@@ -104,8 +107,19 @@ pub fn adder_input(a: u32, b: u32) -> Vec<f32> {
     x
 }
 
-/// The eight layers of the 32-bit adder: layer k adds nibble k with the carry from nibble k − 1.
-pub fn adder() -> Vec<Mlp> {
+/// A nibble-wise operation: (digit of a, digit of b, carry in) → (digit out, carry out).
+pub type NibbleOp = fn(usize, usize, usize) -> (usize, usize);
+
+pub const ADD: NibbleOp = |a, b, c| ((a + b + c) % 16, (a + b + c) / 16);
+/// `a − b − borrow`; the carry is the borrow.
+pub const SUB: NibbleOp = |a, b, c| if a >= b + c { (a - b - c, 0) } else { (a + 16 - b - c, 1) };
+pub const AND: NibbleOp = |a, b, _| (a & b, 0);
+pub const OR: NibbleOp = |a, b, _| (a | b, 0);
+pub const XOR: NibbleOp = |a, b, _| (a ^ b, 0);
+
+/// The eight layers of a 32-bit operation: layer k applies `op` to nibble k and the carry out
+/// of nibble k − 1.
+pub fn chain(op: NibbleOp) -> Vec<Mlp> {
     use stream::*;
     let hidden = 16 * 16 * 2;
     (0..8)
@@ -121,15 +135,29 @@ pub fn adder() -> Vec<Mlp> {
                         g[CARRY + 2 * k + c] = 128.0;
                         g[ONE] = -256.0;
                         up[u * D + ONE] = 1.0;
-                        let s = i + j + c;
-                        down[(SUM + 16 * k + s % 16) * hidden + u] = 1.0;
-                        down[(CARRY + 2 * (k + 1) + s / 16) * hidden + u] = 1.0;
+                        let (digit, carry) = op(i, j, c);
+                        down[(SUM + 16 * k + digit) * hidden + u] = 1.0;
+                        down[(CARRY + 2 * (k + 1) + carry) * hidden + u] = 1.0;
                     }
                 }
             }
             Mlp { d_model: D, hidden, norm: vec![1.0; D], eps: 1e-6, gate, up, down }
         })
         .collect()
+}
+
+/// The 32-bit adder.
+pub fn adder() -> Vec<Mlp> {
+    chain(ADD)
+}
+
+/// Runs a chain: the result word and the final carry.
+pub fn run_chain(layers: &[Mlp], a: u32, b: u32) -> (Option<u32>, bool) {
+    let mut x = chain_input(a, b);
+    for l in layers {
+        l.forward(&mut x);
+    }
+    (get_word(&x, stream::SUM), x[stream::CARRY + 16 + 1] == A)
 }
 
 #[cfg(test)]
@@ -146,7 +174,7 @@ mod tests {
         let edge = [(0, 0), (u32::MAX, 1), (u32::MAX, u32::MAX), (0x8000_0000, 0x8000_0000), (0x0fff_ffff, 1)];
         let random: Vec<(u32, u32)> = (0..100).map(|_| (rng.next_u64() as u32, rng.next_u64() as u32)).collect();
         for (a, b) in edge.into_iter().chain(random) {
-            let mut x = adder_input(a, b);
+            let mut x = chain_input(a, b);
             for l in &layers {
                 l.forward(&mut x);
                 // The invariant the exactness rests on: every channel is still ±64.
@@ -156,6 +184,34 @@ mod tests {
             // The carry out of the top nibble is the 33rd bit.
             let carry = x[stream::CARRY + 16 + 1] == A;
             assert_eq!(carry, a.checked_add(b).is_none(), "{a:#x} + {b:#x}");
+        }
+    }
+
+    /// Subtraction, the bitwise operations and the unsigned comparison (the final borrow of the
+    /// subtraction chain) from the same table-layer construction.
+    #[test]
+    fn the_chain_computes_sub_logic_and_comparisons() {
+        let mut rng = Rng::new(6);
+        let pairs: Vec<(u32, u32)> = [(0, 1), (5, 5), (u32::MAX, 0)]
+            .into_iter()
+            .chain((0..30).map(|_| (rng.next_u64() as u32, rng.next_u64() as u32)))
+            .collect();
+        type Word = fn(u32, u32) -> u32;
+        let ops: [(&str, NibbleOp, Word); 4] = [
+            ("sub", SUB, u32::wrapping_sub),
+            ("and", AND, |a, b| a & b),
+            ("or", OR, |a, b| a | b),
+            ("xor", XOR, |a, b| a ^ b),
+        ];
+        for (name, op, want) in ops {
+            let layers = chain(op);
+            for &(a, b) in &pairs {
+                let (got, borrow) = run_chain(&layers, a, b);
+                assert_eq!(got, Some(want(a, b)), "{name} {a:#x}, {b:#x}");
+                if name == "sub" {
+                    assert_eq!(borrow, a < b, "{a:#x} < {b:#x}");
+                }
+            }
         }
     }
 }
