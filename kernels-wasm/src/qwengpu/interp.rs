@@ -145,6 +145,14 @@ impl Program {
 impl Machine {
     /// A launch with `input` in global memory (the rest zero).
     pub fn new(spec: MachineSpec, program: Program, input: &[u32], launch: Launch) -> Result<Machine, MachineError> {
+        // Masks are u32 and registers are named by u8; memories must hold a word.
+        if !(1..=32).contains(&spec.lanes)
+            || !(2..=255).contains(&spec.regs)
+            || spec.global_words == 0
+            || spec.shared_words == 0
+        {
+            return Err(MachineError::Program(alloc::format!("machine sizes out of range: {spec:?}")));
+        }
         program.check(&spec)?;
         let (grid, threads) = (launch.grid, launch.block);
         let bad = |why: String| Err(MachineError::Launch { grid, block: threads, why });

@@ -565,3 +565,52 @@ mod limits {
         }
     }
 }
+
+#[cfg(test)]
+mod hostile {
+    use super::*;
+    use crate::bitnet::random::Rng;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    /// Mangled PTX (lines dropped, duplicated, swapped; tokens replaced) is refused with an
+    /// error or runs to an end or the step limit: never a panic or a hang.
+    #[test]
+    fn mangled_ptx_never_panics() {
+        let spec = MachineSpec::default();
+        let mut rng = Rng::new(99);
+        let words = ["%r1", "%rd2", "%p1", "[%rd1+4]", "0", "-1", "$L__BB0_2", "add.s32", "bra", "@%p1", ",", ";", "]"];
+        for (n, k) in kernels().iter().enumerate().cycle().take(400) {
+            let mut lines: Vec<String> = k.ptx.lines().map(String::from).collect();
+            let len = lines.len() as u64;
+            for _ in 0..1 + n % 3 {
+                let at = (rng.next_u64() % len) as usize % lines.len().max(1);
+                match rng.next_u64() % 4 {
+                    0 => {
+                        lines.remove(at);
+                    }
+                    1 => lines.insert(at, lines[at].clone()),
+                    2 => {
+                        let other = (rng.next_u64() % lines.len() as u64) as usize;
+                        lines.swap(at, other);
+                    }
+                    _ => {
+                        let mut parts: Vec<String> = lines[at].split_whitespace().map(String::from).collect();
+                        if !parts.is_empty() {
+                            let p = (rng.next_u64() % parts.len() as u64) as usize;
+                            parts[p] = words[(rng.next_u64() % words.len() as u64) as usize].into();
+                        }
+                        lines[at] = parts.join(" ");
+                    }
+                }
+            }
+            let text = lines.join("\n");
+            if let Ok(kernel) = compile(&text, None, &spec) {
+                let p = k.prepare();
+                if let Ok(mut m) = Machine::new(spec, kernel.program, &p.memory, p.launch.clone()) {
+                    let _ = m.run(20_000);
+                }
+            }
+        }
+    }
+}
