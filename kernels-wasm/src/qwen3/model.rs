@@ -188,6 +188,113 @@ pub struct FloatLayer {
     pub down: Vec<f32>,
 }
 
+/// The tensors of a decoder layer by role, with the names Hugging Face (`model.layers.{i}.` +
+/// name + `.weight`/`.bias`) and GGUF (`blk.{i}.` + name + …) give them: the one table the
+/// checkpoint readers and writers of both formats go through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayerTensor {
+    InputNorm,
+    Q,
+    K,
+    V,
+    QBias,
+    KBias,
+    VBias,
+    QNorm,
+    KNorm,
+    O,
+    PostNorm,
+    Gate,
+    Up,
+    Down,
+}
+
+impl LayerTensor {
+    pub const ALL: [LayerTensor; 14] = {
+        use LayerTensor::*;
+        [InputNorm, Q, K, V, QBias, KBias, VBias, QNorm, KNorm, O, PostNorm, Gate, Up, Down]
+    };
+
+    /// (HF name, GGUF name, is a bias).
+    pub fn names(self) -> (&'static str, &'static str, bool) {
+        use LayerTensor::*;
+        match self {
+            InputNorm => ("input_layernorm", "attn_norm", false),
+            Q => ("self_attn.q_proj", "attn_q", false),
+            K => ("self_attn.k_proj", "attn_k", false),
+            V => ("self_attn.v_proj", "attn_v", false),
+            QBias => ("self_attn.q_proj", "attn_q", true),
+            KBias => ("self_attn.k_proj", "attn_k", true),
+            VBias => ("self_attn.v_proj", "attn_v", true),
+            QNorm => ("self_attn.q_norm", "attn_q_norm", false),
+            KNorm => ("self_attn.k_norm", "attn_k_norm", false),
+            O => ("self_attn.o_proj", "attn_output", false),
+            PostNorm => ("post_attention_layernorm", "ffn_norm", false),
+            Gate => ("mlp.gate_proj", "ffn_gate", false),
+            Up => ("mlp.up_proj", "ffn_up", false),
+            Down => ("mlp.down_proj", "ffn_down", false),
+        }
+    }
+
+    /// The tensor's shape (outer dimension first) in a model of `c`'s shape, or `None` when
+    /// the architecture has no such tensor.
+    pub fn shape(self, c: &Config) -> Option<Vec<usize>> {
+        use LayerTensor::*;
+        let (h, q, kv, i, hd) = (c.hidden, c.q_rows(), c.kv_rows(), c.intermediate, c.head_dim);
+        match self {
+            QBias | KBias | VBias if !c.qkv_bias => None,
+            QNorm | KNorm if !c.qk_norm => None,
+            InputNorm | PostNorm => Some(vec![h]),
+            Q => Some(vec![q, h]),
+            K | V => Some(vec![kv, h]),
+            QBias => Some(vec![q]),
+            KBias | VBias => Some(vec![kv]),
+            QNorm | KNorm => Some(vec![hd]),
+            O => Some(vec![h, q]),
+            Gate | Up => Some(vec![i, h]),
+            Down => Some(vec![h, i]),
+        }
+    }
+}
+
+/// `FloatLayer::tensor` and `tensor_mut` from one list of (role, field).
+macro_rules! layer_fields {
+    ($($role:ident => $field:ident),* $(,)?) => {
+        impl FloatLayer {
+            pub fn tensor(&self, t: LayerTensor) -> &[f32] {
+                match t { $(LayerTensor::$role => &self.$field),* }
+            }
+
+            pub fn tensor_mut(&mut self, t: LayerTensor) -> &mut Vec<f32> {
+                match t { $(LayerTensor::$role => &mut self.$field),* }
+            }
+        }
+    };
+}
+
+layer_fields!(
+    InputNorm => input_norm, Q => q, K => k, V => v, QBias => q_bias, KBias => k_bias, VBias => v_bias,
+    QNorm => q_norm, KNorm => k_norm, O => o, PostNorm => post_norm, Gate => gate, Up => up, Down => down,
+);
+
+impl FloatLayer {
+    /// A layer of `c`'s shape from `get(tensor, shape)` for every tensor the architecture has.
+    pub fn read<E>(c: &Config, mut get: impl FnMut(LayerTensor, &[usize]) -> Result<Vec<f32>, E>) -> Result<Self, E> {
+        let mut layer = FloatLayer::default();
+        for t in LayerTensor::ALL {
+            if let Some(shape) = t.shape(c) {
+                *layer.tensor_mut(t) = get(t, &shape)?;
+            }
+        }
+        Ok(layer)
+    }
+
+    /// Every tensor the architecture has, with its shape.
+    pub fn tensors(&self, c: &Config) -> Vec<(LayerTensor, Vec<usize>, &[f32])> {
+        LayerTensor::ALL.into_iter().filter_map(|t| t.shape(c).map(|s| (t, s, self.tensor(t)))).collect()
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct FloatModel {
     pub embed: Vec<f32>,

@@ -10,7 +10,7 @@
 
 use super::hf::ModelError;
 use kernels_wasm::gguf::{Gguf, GgufWriter, Value};
-use kernels_wasm::qwen3::model::{Config, FloatLayer, FloatModel};
+use kernels_wasm::qwen3::model::{Config, FloatLayer, FloatModel, LayerTensor};
 use std::path::Path;
 
 /// (general.architecture, QK-norm, q/k/v biases, q/k rows permuted for ggml's RoPE)
@@ -46,6 +46,12 @@ fn permuted_row(r: usize, head_dim: usize) -> usize {
 /// Reorders the rows of a `rows × cols` matrix: `out[r] = w[from(r)]`.
 fn reorder_rows(w: &[f32], cols: usize, from: impl Fn(usize) -> usize) -> Vec<f32> {
     (0..w.len() / cols).flat_map(|r| w[from(r) * cols..(from(r) + 1) * cols].iter().copied()).collect()
+}
+
+/// A layer tensor's name in a GGUF file.
+fn gguf_name(layer: usize, t: LayerTensor) -> String {
+    let (_, name, bias) = t.names();
+    format!("blk.{layer}.{name}.{}", if bias { "bias" } else { "weight" })
 }
 
 /// Reads the shape from the metadata and every tensor, dequantised. `path` only names errors.
@@ -97,7 +103,6 @@ pub fn load_float(file: &GgufFile, path: &Path) -> Result<(Config, FloatModel), 
         }
         g.dequantize(&file.bytes, t).map_err(|e| ModelError::Tensor { name, why: e.to_string() })
     };
-    let optional = |want: bool, name: String, shape: &[usize]| if want { get(name, shape) } else { Ok(Vec::new()) };
     let unpermute = |w: Vec<f32>| {
         if permuted {
             reorder_rows(&w, c.hidden, |r| permuted_row(r, c.head_dim))
@@ -107,23 +112,9 @@ pub fn load_float(file: &GgufFile, path: &Path) -> Result<(Config, FloatModel), 
     };
     let layers = (0..c.layers)
         .map(|i| {
-            let w = |s: &str| format!("blk.{i}.{s}.weight");
-            let b = |s: &str| format!("blk.{i}.{s}.bias");
-            Ok(FloatLayer {
-                input_norm: get(w("attn_norm"), &[c.hidden])?,
-                q: unpermute(get(w("attn_q"), &[c.q_rows(), c.hidden])?),
-                k: unpermute(get(w("attn_k"), &[c.kv_rows(), c.hidden])?),
-                v: get(w("attn_v"), &[c.kv_rows(), c.hidden])?,
-                q_bias: optional(qkv_bias, b("attn_q"), &[c.q_rows()])?,
-                k_bias: optional(qkv_bias, b("attn_k"), &[c.kv_rows()])?,
-                v_bias: optional(qkv_bias, b("attn_v"), &[c.kv_rows()])?,
-                q_norm: optional(qk_norm, w("attn_q_norm"), &[c.head_dim])?,
-                k_norm: optional(qk_norm, w("attn_k_norm"), &[c.head_dim])?,
-                o: get(w("attn_output"), &[c.hidden, c.q_rows()])?,
-                post_norm: get(w("ffn_norm"), &[c.hidden])?,
-                gate: get(w("ffn_gate"), &[c.intermediate, c.hidden])?,
-                up: get(w("ffn_up"), &[c.intermediate, c.hidden])?,
-                down: get(w("ffn_down"), &[c.hidden, c.intermediate])?,
+            FloatLayer::read(&c, |t, shape| {
+                let w = get(gguf_name(i, t), shape)?;
+                Ok(if matches!(t, LayerTensor::Q | LayerTensor::K) { unpermute(w) } else { w })
             })
         })
         .collect::<Result<Vec<_>, ModelError>>()?;
@@ -183,26 +174,10 @@ pub fn float_writer(c: Config, f: &FloatModel) -> Result<GgufWriter, String> {
         put("output.weight".into(), &[c.vocab, c.hidden], head);
     }
     for (i, l) in f.layers.iter().enumerate() {
-        let n = |s: &str| format!("blk.{i}.{s}.weight");
-        put(n("attn_norm"), &[c.hidden], &l.input_norm);
-        put(n("attn_q"), &[c.q_rows(), c.hidden], &permute(&l.q));
-        put(n("attn_k"), &[c.kv_rows(), c.hidden], &permute(&l.k));
-        put(n("attn_v"), &[c.kv_rows(), c.hidden], &l.v);
-        if c.qkv_bias {
-            let b = |s: &str| format!("blk.{i}.{s}.bias");
-            put(b("attn_q"), &[c.q_rows()], &l.q_bias);
-            put(b("attn_k"), &[c.kv_rows()], &l.k_bias);
-            put(b("attn_v"), &[c.kv_rows()], &l.v_bias);
+        for (t, shape, values) in l.tensors(&c) {
+            let values = if matches!(t, LayerTensor::Q | LayerTensor::K) { permute(values) } else { values.to_vec() };
+            put(gguf_name(i, t), &shape, &values);
         }
-        if c.qk_norm {
-            put(n("attn_q_norm"), &[c.head_dim], &l.q_norm);
-            put(n("attn_k_norm"), &[c.head_dim], &l.k_norm);
-        }
-        put(n("attn_output"), &[c.hidden, c.q_rows()], &l.o);
-        put(n("ffn_norm"), &[c.hidden], &l.post_norm);
-        put(n("ffn_gate"), &[c.intermediate, c.hidden], &l.gate);
-        put(n("ffn_up"), &[c.intermediate, c.hidden], &l.up);
-        put(n("ffn_down"), &[c.hidden, c.intermediate], &l.down);
     }
     Ok(w)
 }

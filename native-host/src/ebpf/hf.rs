@@ -4,7 +4,7 @@
 //! with random weights (BF16, as the official checkpoints).
 
 use kernels_wasm::gguf::f16_to_f32;
-use kernels_wasm::qwen3::model::{Config, FloatLayer, FloatModel, Model};
+use kernels_wasm::qwen3::model::{Config, FloatLayer, FloatModel, LayerTensor, Model};
 use safetensors::tensor::{Dtype, TensorView};
 use safetensors::SafeTensors;
 use std::collections::HashMap;
@@ -122,6 +122,12 @@ fn to_f32(name: &str, t: &TensorView<'_>, shape: &[usize]) -> Result<Vec<f32>, M
     })
 }
 
+/// A layer tensor's name in a Hugging Face checkpoint.
+fn hf_name(layer: usize, t: LayerTensor) -> String {
+    let (name, _, bias) = t.names();
+    format!("model.layers.{layer}.{name}.{}", if bias { "bias" } else { "weight" })
+}
+
 /// Loads a model directory into the golden model's fixed point.
 pub fn load(dir: &Path) -> Result<Model, ModelError> {
     let (config, float) = load_float(dir)?;
@@ -146,26 +152,7 @@ pub fn load_float(dir: &Path) -> Result<(Config, FloatModel), ModelError> {
     };
     let optional = |want: bool, name: String, shape: &[usize]| if want { get(name, shape) } else { Ok(Vec::new()) };
     let layers = (0..c.layers)
-        .map(|i| {
-            let p = |s: &str| format!("model.layers.{i}.{s}.weight");
-            let b = |s: &str| format!("model.layers.{i}.{s}.bias");
-            Ok(FloatLayer {
-                input_norm: get(p("input_layernorm"), &[c.hidden])?,
-                q: get(p("self_attn.q_proj"), &[c.q_rows(), c.hidden])?,
-                k: get(p("self_attn.k_proj"), &[c.kv_rows(), c.hidden])?,
-                v: get(p("self_attn.v_proj"), &[c.kv_rows(), c.hidden])?,
-                q_bias: optional(c.qkv_bias, b("self_attn.q_proj"), &[c.q_rows()])?,
-                k_bias: optional(c.qkv_bias, b("self_attn.k_proj"), &[c.kv_rows()])?,
-                v_bias: optional(c.qkv_bias, b("self_attn.v_proj"), &[c.kv_rows()])?,
-                q_norm: optional(c.qk_norm, p("self_attn.q_norm"), &[c.head_dim])?,
-                k_norm: optional(c.qk_norm, p("self_attn.k_norm"), &[c.head_dim])?,
-                o: get(p("self_attn.o_proj"), &[c.hidden, c.q_rows()])?,
-                post_norm: get(p("post_attention_layernorm"), &[c.hidden])?,
-                gate: get(p("mlp.gate_proj"), &[c.intermediate, c.hidden])?,
-                up: get(p("mlp.up_proj"), &[c.intermediate, c.hidden])?,
-                down: get(p("mlp.down_proj"), &[c.hidden, c.intermediate])?,
-            })
-        })
+        .map(|i| FloatLayer::read(&c, |t, shape| get(hf_name(i, t), shape)))
         .collect::<Result<Vec<_>, ModelError>>()?;
     let float = FloatModel {
         embed: get("model.embed_tokens.weight".into(), &[c.vocab, c.hidden])?,
@@ -237,26 +224,9 @@ pub fn write_float(dir: &Path, c: Config, f: &FloatModel, note: &str) -> Result<
         put("lm_head.weight".into(), vec![c.vocab, c.hidden], head);
     }
     for (i, l) in f.layers.iter().enumerate() {
-        let p = |s: &str| format!("model.layers.{i}.{s}.weight");
-        if c.qkv_bias {
-            let b = |s: &str| format!("model.layers.{i}.{s}.bias");
-            put(b("self_attn.q_proj"), vec![c.q_rows()], &l.q_bias);
-            put(b("self_attn.k_proj"), vec![c.kv_rows()], &l.k_bias);
-            put(b("self_attn.v_proj"), vec![c.kv_rows()], &l.v_bias);
+        for (t, shape, values) in l.tensors(&c) {
+            put(hf_name(i, t), shape, values);
         }
-        if c.qk_norm {
-            put(p("self_attn.q_norm"), vec![c.head_dim], &l.q_norm);
-            put(p("self_attn.k_norm"), vec![c.head_dim], &l.k_norm);
-        }
-        put(p("input_layernorm"), vec![c.hidden], &l.input_norm);
-        put(p("self_attn.q_proj"), vec![c.q_rows(), c.hidden], &l.q);
-        put(p("self_attn.k_proj"), vec![c.kv_rows(), c.hidden], &l.k);
-        put(p("self_attn.v_proj"), vec![c.kv_rows(), c.hidden], &l.v);
-        put(p("self_attn.o_proj"), vec![c.hidden, c.q_rows()], &l.o);
-        put(p("post_attention_layernorm"), vec![c.hidden], &l.post_norm);
-        put(p("mlp.gate_proj"), vec![c.intermediate, c.hidden], &l.gate);
-        put(p("mlp.up_proj"), vec![c.intermediate, c.hidden], &l.up);
-        put(p("mlp.down_proj"), vec![c.hidden, c.intermediate], &l.down);
     }
     let views = tensors
         .iter()
