@@ -197,7 +197,7 @@ test('eBPF tab: a run in the kernel streams tokens, a timeline of BPF calls, tot
   const page = await open(browser, `?token=${TOKEN}`, '#ebpf');
   await bridgeState(page, 'connected');
   // The bridge's model list arrives; the tiny random model is always offered, last.
-  await page.waitForSelector('[data-testid=ebpf-model] option[value="tiny random Qwen3"]', { state: 'attached' });
+  await page.waitForSelector('[data-testid=ebpf-model][data-loaded=true]', { state: 'attached' });
   await page.selectOption('[data-testid=ebpf-model]', 'tiny random Qwen3');
   await page.fill('[data-testid=ebpf-ids]', '7, 300, 12');
   await page.fill('[data-testid=ebpf-n]', '6');
@@ -253,6 +253,7 @@ test('eBPF tab: the real SmolLM2 answers a text prompt, every multiply in the ke
   const page = await open(browser, `?token=${TOKEN}`, '#ebpf');
   await bridgeState(page, 'connected');
   // SmolLM2 is the default once the bridge's list arrives.
+  await page.waitForSelector('[data-testid=ebpf-model][data-loaded=true]', { state: 'attached' });
   await page.waitForFunction(() => /smollm2/i.test(document.querySelector('[data-testid=ebpf-model]').value), null, { timeout: 10_000 });
   await page.fill('[data-testid=ebpf-text]', 'The capital of France is');
   await page.uncheck('[data-testid=ebpf-chat]');

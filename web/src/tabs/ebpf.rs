@@ -50,13 +50,18 @@ pub fn EbpfTab() -> impl IntoView {
     // The models the bridge offers (GGUF files and model directories), the real one first.
     let models = RwSignal::new(vec![TINY_RANDOM.to_string()]);
     let model = RwSignal::new(TINY_RANDOM.to_string());
+    // The list arrives after the page shows; it picks the default only until the user has chosen.
+    let (listed, picked) = (RwSignal::new(false), RwSignal::new(false));
     Effect::new(move |_| {
         if bridge.status.with(|s| s.hello().is_some()) {
             let _ = bridge.request(Request::ListModels, move |m| {
                 if let ServerMessage::Result { result: Reply::Models { models: entries }, .. } = m {
                     let choices = model_choices(entries);
-                    model.set(choices[0].clone());
+                    if !picked.get_untracked() {
+                        model.set(choices[0].clone());
+                    }
                     models.set(choices);
+                    listed.set(true);
                 }
                 true
             });
@@ -257,7 +262,8 @@ pub fn EbpfTab() -> impl IntoView {
             <div class="controls">
                 <label>
                     "model "
-                    <select data-testid="ebpf-model" on:change=move |ev| model.set(event_target_value(&ev))>
+                    <select data-testid="ebpf-model" data-loaded=move || listed.get().to_string()
+                        on:change=move |ev| { picked.set(true); model.set(event_target_value(&ev)) }>
                         {move || models.get().into_iter().map(|m| {
                             let is = model.get() == m;
                             view! { <option value=m.clone() selected=is>{m.clone()}</option> }
