@@ -120,7 +120,14 @@ pub const XOR: NibbleOp = |a, b, _| (a ^ b, 0);
 /// The eight layers of a 32-bit operation: layer k applies `op` to nibble k and the carry out
 /// of nibble k − 1.
 pub fn chain(op: NibbleOp) -> Vec<Mlp> {
-    use stream::*;
+    chain_at(op, 0, stream::D, stream::ONE)
+}
+
+/// [`chain`] on a wider stream of `D` channels whose constant is channel `ONE`, with the
+/// chain's operands, carries and result at `base` (laid out as in [`stream`]).
+#[allow(non_snake_case)]
+pub fn chain_at(op: NibbleOp, base: usize, D: usize, ONE: usize) -> Vec<Mlp> {
+    let (LHS, RHS, CARRY, SUM) = (base + stream::LHS, base + stream::RHS, base + stream::CARRY, base + stream::SUM);
     let hidden = 16 * 16 * 2;
     (0..8)
         .map(|k| {

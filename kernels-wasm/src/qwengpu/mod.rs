@@ -3,7 +3,8 @@
 //! `lower` take clang's PTX to the machine's ROM blocks; `suite` is the kernel suite. The
 //! compiled layers start with `deltanet` (Qwen3.5's Gated DeltaNet in f32) and `memory` (its
 //! weights computed so that its state rows are the machine's memory, exactly) and `alu` (Qwen3.5
-//! MLP sublayers computing the 32-bit adder exactly).
+//! MLP sublayers computing 32-bit add/sub/logic exactly); `pipeline` composes them, a register
+//! file in DeltaNet state feeding the adder, token by token.
 
 /// Needs `std`'s f32 exp/ln/sqrt, like the Qwen3 model (native and browser).
 #[cfg(feature = "std")]
@@ -15,6 +16,8 @@ pub mod isa;
 pub mod lower;
 #[cfg(feature = "std")]
 pub mod memory;
+#[cfg(feature = "std")]
+pub mod pipeline;
 pub mod ptx;
 pub mod suite;
 
