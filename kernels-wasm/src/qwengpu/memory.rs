@@ -62,44 +62,32 @@ pub fn decode_row(row: &[f32], hot: f32) -> Option<u32> {
     Some(word)
 }
 
-/// The memory layer's weights.
-pub fn weights() -> DeltaNetWeights {
+/// A one-head memory layer over a `d_model`-wide input with constant channel `one` (its value
+/// normalised to 1): the given q|k|v and output projections, and everything else set as the
+/// encoding above needs — identity convolution taps, `silu(z) = 32`, `β = 1`, `α = 1`, RMSNormGated
+/// scale 1/128.
+pub fn exact_weights(d_model: usize, one: usize, w_qkv: Vec<f32>, w_out: Vec<f32>) -> DeltaNetWeights {
     let (dk, dv) = (ROWS, WORD);
     let channels = 2 * dk + dv;
-    let mut w_qkv = vec![0.0; channels * D_MODEL];
-    for i in 0..dk {
-        w_qkv[i * D_MODEL + READ + i] = M; // q
-        w_qkv[(dk + i) * D_MODEL + WRITE + i] = M; // k
-    }
-    for j in 0..dv {
-        w_qkv[(2 * dk + j) * D_MODEL + VALUE + j] = M; // v
-    }
     let mut conv = vec![0.0; channels * CONV];
     for c in 0..channels {
         conv[c * CONV + CONV - 1] = 1.0;
     }
-    let mut w_z = vec![0.0; dv * D_MODEL];
+    let mut w_z = vec![0.0; dv * d_model];
     for j in 0..dv {
-        w_z[j * D_MODEL + ONE] = 32.0;
+        w_z[j * d_model + one] = 32.0;
     }
-    let mut w_b = vec![0.0; D_MODEL];
-    w_b[ONE] = 32.0;
-    // The word's halves: Σ digit · 16^k over nibbles 0–3 and 4–7.
-    let mut w_out = vec![0.0; 2 * dv];
-    for k in 0..8 {
-        for d in 0..16 {
-            w_out[(k / 4) * dv + 16 * k + d] = (d as f32) * 16f32.powi((k % 4) as i32);
-        }
-    }
+    let mut w_b = vec![0.0; d_model];
+    w_b[one] = 32.0;
     DeltaNetWeights {
-        d_model: D_MODEL,
+        d_model,
         heads: 1,
         d_k: dk,
         d_v: dv,
         w_qkv,
         w_z,
         w_b,
-        w_a: vec![0.0; D_MODEL],
+        w_a: vec![0.0; d_model],
         a_log: vec![-1000.0],
         dt_bias: vec![0.0],
         conv,
@@ -107,6 +95,27 @@ pub fn weights() -> DeltaNetWeights {
         eps: 1e-6,
         w_out,
     }
+}
+
+/// The memory layer's weights.
+pub fn weights() -> DeltaNetWeights {
+    let (dk, dv) = (ROWS, WORD);
+    let mut w_qkv = vec![0.0; (2 * dk + dv) * D_MODEL];
+    for i in 0..dk {
+        w_qkv[i * D_MODEL + READ + i] = M; // q
+        w_qkv[(dk + i) * D_MODEL + WRITE + i] = M; // k
+    }
+    for j in 0..dv {
+        w_qkv[(2 * dk + j) * D_MODEL + VALUE + j] = M; // v
+    }
+    // The word's halves: Σ digit · 16^k over nibbles 0–3 and 4–7.
+    let mut w_out = vec![0.0; 2 * dv];
+    for k in 0..8 {
+        for d in 0..16 {
+            w_out[(k / 4) * dv + 16 * k + d] = (d as f32) * 16f32.powi((k % 4) as i32);
+        }
+    }
+    exact_weights(D_MODEL, ONE, w_qkv, w_out)
 }
 
 /// One step's input: write `value` at `write` (if any), then read `read` (if any).

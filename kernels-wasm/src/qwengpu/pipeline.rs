@@ -10,8 +10,8 @@
 //! and the write value is `(M/2)·(n + 1)` of the normalised ±1 digit: 0 or M. All exact.
 
 use super::alu::{self, chain_at, get_word, put_word, Mlp, A};
-use super::deltanet::{DeltaNet, DeltaNetWeights, CONV};
-use super::memory::{decode_row, M, ROWS, WORD};
+use super::deltanet::DeltaNet;
+use super::memory::{decode_row, exact_weights, M, ROWS, WORD};
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -50,37 +50,12 @@ fn register_file(read: usize, into: usize) -> DeltaNet {
         w_qkv[(2 * dk + j) * D + PV + j] = M / 2.0;
         w_qkv[(2 * dk + j) * D + ONE] = M / 2.0;
     }
-    let mut conv = vec![0.0; channels * CONV];
-    for c in 0..channels {
-        conv[c * CONV + CONV - 1] = 1.0;
-    }
-    let mut w_z = vec![0.0; dv * D];
-    for j in 0..dv {
-        w_z[j * D + ONE] = 32.0;
-    }
-    let mut w_b = vec![0.0; D];
-    w_b[ONE] = 32.0;
     // The read word's one-hot (0/1) lands on channels that hold −64: +128 makes the hot one +64.
     let mut w_out = vec![0.0; D * dv];
     for j in 0..dv {
         w_out[(into + j) * dv + j] = 2.0 * A;
     }
-    DeltaNet::new(DeltaNetWeights {
-        d_model: D,
-        heads: 1,
-        d_k: dk,
-        d_v: dv,
-        w_qkv,
-        w_z,
-        w_b,
-        w_a: vec![0.0; D],
-        a_log: vec![-1000.0],
-        dt_bias: vec![0.0],
-        conv,
-        norm: vec![1.0 / 128.0; dv],
-        eps: 1e-6,
-        w_out,
-    })
+    DeltaNet::new(exact_weights(D, ONE, w_qkv, w_out))
 }
 
 /// The compiled adder machine: two register-file layers and the eight ALU layers.
