@@ -471,10 +471,6 @@ impl SuiteKernel {
         Prepared { arrays, scalars, offsets, memory, launch: Launch { grid: self.grid, block: self.block, params } }
     }
 
-    pub fn compile(&self, spec: &MachineSpec) -> Result<Kernel, String> {
-        compile(self.ptx, None, spec).map_err(|e| alloc::format!("{}: {e}", self.name))
-    }
-
     /// What the arrays must hold afterwards.
     pub fn expected(&self, p: &Prepared) -> Vec<Vec<u32>> {
         let mut arrays = p.arrays.clone();
@@ -482,15 +478,28 @@ impl SuiteKernel {
         arrays
     }
 
+    /// A machine ready to run `ptx` (the kernel's own, or an edited one) with this kernel's
+    /// launch and inputs.
+    pub fn machine(&self, ptx: &str, spec: &MachineSpec) -> Result<(Kernel, Prepared, Machine), String> {
+        let kernel = compile(ptx, None, spec).map_err(|e| alloc::format!("{}: {e}", self.name))?;
+        let p = self.prepare();
+        let m = Machine::new(*spec, kernel.program.clone(), &p.memory, p.launch.clone())
+            .map_err(|e: MachineError| e.to_string())?;
+        Ok((kernel, p, m))
+    }
+
     /// Runs on the interpreter and returns the arrays as they end.
     pub fn run_interpreter(&self, spec: &MachineSpec) -> Result<(Vec<Vec<u32>>, u64), String> {
-        let kernel = self.compile(spec)?;
-        let p = self.prepare();
-        let mut m = Machine::new(*spec, kernel.program, &p.memory, p.launch.clone())
-            .map_err(|e: MachineError| e.to_string())?;
+        let (_, p, mut m) = self.machine(self.ptx, spec)?;
         m.run(1_000_000).map_err(|e| e.to_string())?;
-        let arrays = p.arrays.iter().zip(&p.offsets).map(|(a, &o)| m.global[o..o + a.len()].to_vec()).collect();
-        Ok((arrays, m.steps))
+        Ok((p.read_arrays(&m.global), m.steps))
+    }
+}
+
+impl Prepared {
+    /// The arrays as `global` memory holds them.
+    pub fn read_arrays(&self, global: &[u32]) -> Vec<Vec<u32>> {
+        self.arrays.iter().zip(&self.offsets).map(|(a, &o)| global[o..o + a.len()].to_vec()).collect()
     }
 }
 

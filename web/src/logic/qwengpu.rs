@@ -1,9 +1,9 @@
 //! The qwenGPU tab's model: a kernel of the suite (or edited PTX) lowered and run on the
 //! reference interpreter, one snapshot per machine step for the stepper.
 
-use kernels_wasm::qwengpu::interp::{Entry, Machine, StepRecord};
+use kernels_wasm::qwengpu::interp::{Entry, StepRecord};
 use kernels_wasm::qwengpu::isa::{Inst, MachineSpec, Program};
-use kernels_wasm::qwengpu::lower::{compile, Kernel};
+use kernels_wasm::qwengpu::lower::Kernel;
 use kernels_wasm::qwengpu::suite::SuiteKernel;
 
 /// Steps recorded for the stepper (a run longer than this is refused, not truncated).
@@ -30,10 +30,7 @@ pub struct Trace {
 
 /// Lowers `ptx` and runs it with `k`'s launch and inputs.
 pub fn trace(k: &SuiteKernel, ptx: &str) -> Result<Trace, String> {
-    let spec = MachineSpec::default();
-    let kernel = compile(ptx, None, &spec).map_err(|e| e.to_string())?;
-    let p = k.prepare();
-    let mut m = Machine::new(spec, kernel.program.clone(), &p.memory, p.launch.clone()).map_err(|e| e.to_string())?;
+    let (kernel, p, mut m) = k.machine(ptx, &MachineSpec::default())?;
     let mut snapshots = Vec::new();
     while let Some(record) = m.step().map_err(|e| e.to_string())? {
         if snapshots.len() == MAX_STEPS {
@@ -42,8 +39,7 @@ pub fn trace(k: &SuiteKernel, ptx: &str) -> Result<Trace, String> {
         let w = &m.warps[record.warp];
         snapshots.push(Snapshot { record, regs: w.regs.clone(), stack: w.stack.clone(), global: m.global.clone() });
     }
-    let arrays = p.arrays.iter().zip(&p.offsets).map(|(a, &o)| m.global[o..o + a.len()].to_vec()).collect();
-    Ok(Trace { kernel, snapshots, arrays, expected: k.expected(&p) })
+    Ok(Trace { kernel, snapshots, arrays: p.read_arrays(&m.global), expected: k.expected(&p) })
 }
 
 /// Lanes of a mask as ■ (ran) and □ (waited), lane 0 first.
