@@ -10,6 +10,10 @@
 #[cfg(feature = "std")]
 pub mod alu;
 #[cfg(feature = "std")]
+pub mod alu_units;
+#[cfg(feature = "std")]
+pub mod compiled;
+#[cfg(feature = "std")]
 pub mod deltanet;
 pub mod interp;
 pub mod isa;
@@ -17,9 +21,15 @@ pub mod lower;
 #[cfg(feature = "std")]
 pub mod memory;
 #[cfg(feature = "std")]
+pub mod net;
+#[cfg(feature = "std")]
 pub mod pipeline;
 pub mod ptx;
+#[cfg(feature = "std")]
+pub mod run;
 pub mod suite;
+#[cfg(feature = "std")]
+pub mod units;
 
 #[cfg(test)]
 mod interp_tests;

@@ -1,0 +1,664 @@
+//! The qwenGPU machine compiled into Qwen3.5 decoder layers (a Gated DeltaNet token mixer and
+//! a SwiGLU MLP per layer, see `net`), with weights computed from the machine's sizes alone: the
+//! program, the inputs and the launch enter as tokens.
+//!
+//! One token is one instruction for one lane. Its input record names the thread, its CTA, the
+//! ROM row (block, slot) and carries the previous token's output record — the pending register,
+//! global and shared writes — which the DeltaNet heads apply before they read (the machine's
+//! write-back stage). The layers, top to bottom:
+//!
+//! | layer | DeltaNet head (state rows) | MLP |
+//! |---|---|---|
+//! | 0 | ROM: rows (block, slot) → the instruction's fields | register keys (thread × register) |
+//! | 1–3 | register file, read ports A, B, C | unwritten registers read 0 |
+//! | 4–5 | | operands (register or immediate), routing to one functional unit, logic ops, moves, `c ≠ 0` |
+//! | 6–13 | | add, subtract, compare, address chains (nibble-serial), shifts, shuffle lanes |
+//! | 11 | register file, shuffle port (another lane's register) | |
+//! | 14–23 | | compares resolved, min/max, byte address → word index (mod the memory size) |
+//! | 24, 25 | global memory; shared memory (rows CTA × word) | loads of unwritten words read 0 |
+//! | 26–33 | | atomicAdd's sum |
+//! | 6–71 | | multiplier: nibble products, a tree of adders (64-bit for `mul.hi`) |
+//! | 6–113 | | divider: radix-16 long division against the 15 multiples of the divisor |
+//! | 114 | | result multiplexer and the output record |
+//!
+//! Every register file copy applies every write, so all ports read the same registers.
+
+use super::isa::{Alu, Cmp, Inst, MachineSpec, Shfl, Space, Special, Src};
+use super::net::{Cond, Group, Layer, MemLayer, Stream};
+use super::units::{active, any_of, is, Builder, Nibs};
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// Kernel parameters a launch may pass (each is a read-only register row per thread).
+pub const MAX_PARAMS: usize = 8;
+pub const SPECIALS: [Special; 5] = [Special::Tid, Special::Ntid, Special::Ctaid, Special::Nctaid, Special::LaneId];
+pub const ALUS: [Alu; 19] = [
+    Alu::Add,
+    Alu::Sub,
+    Alu::Mul,
+    Alu::MulHiS,
+    Alu::MulHiU,
+    Alu::DivS,
+    Alu::DivU,
+    Alu::RemS,
+    Alu::RemU,
+    Alu::And,
+    Alu::Or,
+    Alu::Xor,
+    Alu::Shl,
+    Alu::Shr,
+    Alu::Sra,
+    Alu::MinS,
+    Alu::MaxS,
+    Alu::MinU,
+    Alu::MaxU,
+];
+pub const CMPS: [Cmp; 10] =
+    [Cmp::Eq, Cmp::Ne, Cmp::LtS, Cmp::LeS, Cmp::GtS, Cmp::GeS, Cmp::LtU, Cmp::LeU, Cmp::GtU, Cmp::GeU];
+const SHFLS: [Shfl; 4] = [Shfl::Idx, Shfl::Up, Shfl::Down, Shfl::Bfly];
+const SPACES: [Space; 2] = [Space::Global, Space::Shared];
+
+/// The decoded opcode a ROM row holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Nop,
+    Mov,
+    Alu(Alu),
+    Set(Cmp),
+    Sel,
+    Ld(Space),
+    St(Space),
+    Atom(Space),
+    Shfl(Shfl),
+    Bra,
+    Bar,
+    Exit,
+}
+
+pub fn ops() -> Vec<Op> {
+    let mut v = vec![Op::Nop, Op::Mov];
+    v.extend(ALUS.iter().map(|&a| Op::Alu(a)));
+    v.extend(CMPS.iter().map(|&c| Op::Set(c)));
+    v.push(Op::Sel);
+    for s in SPACES {
+        v.extend([Op::Ld(s), Op::St(s), Op::Atom(s)]);
+    }
+    v.extend(SHFLS.iter().map(|&s| Op::Shfl(s)));
+    v.extend([Op::Bra, Op::Bar, Op::Exit]);
+    v
+}
+
+/// Why a machine or program cannot be compiled.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CompileError {
+    #[error("the compiled machine needs {0}")]
+    Spec(String),
+    #[error("block {block}: {what}")]
+    Program { block: usize, what: String },
+}
+
+/// The instruction fields of a ROM row; each is one-hot (a word is eight one-hot nibbles).
+#[derive(Debug, Clone)]
+pub struct Fields {
+    pub op: Group,
+    pub ra: Group,
+    pub rb: Group,
+    pub rc: Group,
+    pub rd: Group,
+    pub aimm: Group,
+    pub bimm: Group,
+    /// Branch kind: always, if c ≠ 0, if c = 0.
+    pub brk: Group,
+    pub tgt: Group,
+    pub join: Group,
+    pub end: Group,
+    pub imma: Nibs,
+    pub immb: Nibs,
+    pub off: Nibs,
+    /// Always-hot padding (every row has the same number of hot channels) and never-hot spare.
+    pub pad: Vec<Group>,
+}
+
+impl Fields {
+    fn new(
+        b: &mut Builder,
+        p: &str,
+        n_ops: usize,
+        rows: usize,
+        targets: usize,
+        value_width: usize,
+        hot: usize,
+    ) -> Fields {
+        let mut g = |name: &str, len| b.s.group(&alloc::format!("{p}{name}"), len);
+        let (op, ra, rb, rc, rd) = (g("op", n_ops), g("ra", rows), g("rb", rows), g("rc", rows), g("rd", rows));
+        let (aimm, bimm, brk, tgt, join, end) =
+            (g("aimm", 2), g("bimm", 2), g("brk", 3), g("tgt", targets), g("join", targets), g("end", 2));
+        let imma = b.word(&alloc::format!("{p}imma"), 8);
+        let immb = b.word(&alloc::format!("{p}immb"), 8);
+        let off = b.word(&alloc::format!("{p}off"), 8);
+        let mut f = Fields { op, ra, rb, rc, rd, aimm, bimm, brk, tgt, join, end, imma, immb, off, pad: vec![] };
+        let used = f.groups().len();
+        for i in used..hot {
+            f.pad.push(b.s.group(&alloc::format!("{p}pad{i}"), 1));
+        }
+        let width: usize = f.groups().iter().map(|g| g.len).sum();
+        f.pad.push(b.s.group(&alloc::format!("{p}spare"), value_width - width));
+        f
+    }
+
+    /// Every group, in order (the last pad is the never-hot spare).
+    pub fn groups(&self) -> Vec<Group> {
+        let mut v = vec![
+            self.op, self.ra, self.rb, self.rc, self.rd, self.aimm, self.bimm, self.brk, self.tgt, self.join, self.end,
+        ];
+        v.extend(self.imma.iter().chain(&self.immb).chain(&self.off));
+        v.extend(&self.pad);
+        v
+    }
+
+    pub fn channels(&self) -> Vec<usize> {
+        self.groups().iter().flat_map(|g| g.all()).collect()
+    }
+}
+
+/// Where everything the host feeds and reads sits in the stream.
+#[derive(Debug, Clone)]
+pub struct Io {
+    pub thread: Group,
+    pub cta: Group,
+    pub pc: Group,
+    pub phase: Group,
+    /// Pending writes (the previous token's output record): register key and value, global
+    /// word and value, shared (CTA × word) and value; a ROM row and its fields.
+    pub prk: Group,
+    pub prv: Nibs,
+    pub pgk: Group,
+    pub pgv: Nibs,
+    pub psk: Group,
+    pub psv: Nibs,
+    pub prom: Group,
+    pub promv: Fields,
+    /// A read-back query of a global word (VAL tokens).
+    pub qg: Group,
+    /// The instruction read from ROM.
+    pub inst: Fields,
+    /// Output record.
+    pub ork: Group,
+    pub orv: Nibs,
+    pub ogk: Group,
+    pub ogv: Nibs,
+    pub osk: Group,
+    pub osv: Nibs,
+    pub taken: Group,
+    /// The loaded (or read-back) word.
+    pub ld: Nibs,
+}
+
+/// The state heads' indices in `Compiled::layers`.
+#[derive(Debug, Clone, Copy)]
+pub struct Heads {
+    pub rom: usize,
+    pub regs: [usize; 4],
+    pub global: usize,
+    pub shared: usize,
+}
+
+/// The compiled machine.
+pub struct Compiled {
+    pub spec: MachineSpec,
+    pub stream: Stream,
+    pub layers: Vec<Layer>,
+    /// Decoder layers (DeltaNet + MLP pairs, some sublayers empty).
+    pub depth: usize,
+    pub io: Io,
+    pub heads: Heads,
+    /// Register rows per thread: general, the shuffle temporary, specials, parameters.
+    pub rows: usize,
+    pub rom_rows: usize,
+    pub ops: Vec<Op>,
+}
+
+fn pow4(n: usize) -> usize {
+    let mut p = 1;
+    while p < n {
+        p *= 4;
+    }
+    p
+}
+
+impl Compiled {
+    pub fn temp(&self) -> usize {
+        self.spec.regs
+    }
+    pub fn special_row(&self, s: Special) -> usize {
+        match s {
+            Special::Param(i) => self.spec.regs + 1 + SPECIALS.len() + i as usize,
+            s => self.spec.regs + 1 + SPECIALS.iter().position(|&x| x == s).unwrap_or(0),
+        }
+    }
+    pub fn op_index(&self, op: Op) -> usize {
+        self.ops.iter().position(|&o| o == op).unwrap_or(0)
+    }
+    /// The ROM row of a block's slot; the last row is the no-op.
+    pub fn rom_row(&self, block: usize, slot: usize) -> usize {
+        block * self.spec.block_len + slot
+    }
+    pub fn max_ctas(&self) -> usize {
+        (self.spec.max_threads / self.spec.lanes).max(1)
+    }
+
+    /// Compiles the machine of `spec` into layers.
+    pub fn new(spec: MachineSpec) -> Result<Compiled, CompileError> {
+        let bad = |what: &str| Err(CompileError::Spec(what.into()));
+        if !spec.lanes.is_power_of_two() || spec.lanes > 16 {
+            return bad("a power-of-two lane count up to 16");
+        }
+        if spec.regs < 2 || spec.max_threads == 0 || spec.global_words == 0 || spec.shared_words == 0 {
+            return bad("at least 2 registers, 1 thread and a word of each memory");
+        }
+        let rows = (spec.regs + 1 + SPECIALS.len() + MAX_PARAMS).next_power_of_two();
+        let threads = spec.max_threads;
+        let ctas = (spec.max_threads / spec.lanes).max(1);
+        let rom_rows = spec.rom_blocks * spec.block_len + 1;
+        let targets = spec.rom_blocks + 1;
+        if threads * rows > 1 << 16 || ctas * spec.shared_words > 1 << 16 || spec.global_words > 1 << 12 {
+            return bad("at most 65,536 register rows, 65,536 shared rows and 4,096 global words");
+        }
+        let all_ops = ops();
+        let mut b = Builder::new();
+        // The token's input record.
+        let thread = b.s.group("thread", threads);
+        let cta = b.s.group("cta", ctas);
+        let pc = b.s.group("pc", rom_rows);
+        let phase = b.s.group("phase", 2);
+        let prk = b.s.group("pend.reg", threads * rows);
+        let prv = b.word("pend.reg.v", 8);
+        let pgk = b.s.group("pend.global", spec.global_words);
+        let pgv = b.word("pend.global.v", 8);
+        let psk = b.s.group("pend.shared", ctas * spec.shared_words);
+        let psv = b.word("pend.shared.v", 8);
+        let prom = b.s.group("pend.rom", rom_rows);
+        let qg = b.s.group("query.global", spec.global_words);
+        // ROM rows: 64 hot groups in 1,024 channels (d_v / hot = 16, a power of 4).
+        let (hot, width) = (64, 1024);
+        let promv = Fields::new(&mut b, "pend.rom.", all_ops.len(), rows, targets, width, hot);
+        let f = Fields::new(&mut b, "", all_ops.len(), rows, targets, width, hot);
+        let op = |pred: &dyn Fn(Op) -> bool| {
+            Cond::Any(all_ops.iter().enumerate().filter(|(_, &o)| pred(o)).map(|(i, _)| f.op.ch(i)).collect())
+        };
+        let op_is = |o: Op| op(&|x| x == o);
+        let word = |b: &mut Builder, name: &str| b.word(name, 8);
+
+        // Layer 0: ROM fetch; register keys.
+        let dk_rom = pow4(rom_rows);
+        b.mem(0, MemLayer::new(&b.s, dk_rom, &pc.all(), &prom.all(), &promv.channels(), &f.channels(), hot));
+        let key = |b: &mut Builder, name: &str| b.s.group(name, threads * rows);
+        let (ka, kb, kc) = (key(&mut b, "key.a"), key(&mut b, "key.b"), key(&mut b, "key.c"));
+        for t in 0..threads {
+            for r in 0..rows {
+                b.unit(0, vec![is(thread, t), is(f.ra, r), is(phase, 0)], vec![ka.ch(t * rows + r)]);
+                b.unit(0, vec![is(thread, t), is(f.rb, r)], vec![kb.ch(t * rows + r)]);
+                b.unit(0, vec![is(thread, t), is(f.rc, r)], vec![kc.ch(t * rows + r)]);
+            }
+            // A shuffle's second phase moves the temporary into d.
+            b.unit(0, vec![is(thread, t), is(phase, 1)], vec![ka.ch(t * rows + spec.regs)]);
+        }
+        let lane = b.s.group("lane", spec.lanes);
+        for t in 0..threads {
+            b.unit(0, vec![is(thread, t)], vec![lane.ch(t % spec.lanes)]);
+        }
+
+        // Layers 1–3: the register file's read ports.
+        let dk_regs = pow4(threads * rows);
+        let word_chans = |w: &Nibs| w.iter().flat_map(|g| g.all()).collect::<Vec<_>>();
+        let (va, vb, vc) = (word(&mut b, "reg.a"), word(&mut b, "reg.b"), word(&mut b, "reg.c"));
+        let mut reg_depths = vec![];
+        for (i, (k, v)) in [(ka, &va), (kb, &vb), (kc, &vc)].into_iter().enumerate() {
+            let head = MemLayer::new(&b.s, dk_regs, &k.all(), &prk.all(), &word_chans(&prv), &word_chans(v), 8);
+            b.mem(1 + i, head);
+            reg_depths.push(1 + i);
+        }
+        let on = active(thread);
+        for v in [&va, &vb, &vc] {
+            b.zero_if_cold(3, core::slice::from_ref(&on), v);
+        }
+
+        // Layer 4: operands; c = 0?
+        let (opa, opb) = (word(&mut b, "opa"), word(&mut b, "opb"));
+        for (dst, imm, reg, flag) in [(&opa, &f.imma, &va, f.aimm), (&opb, &f.immb, &vb, f.bimm)] {
+            b.copy(4, &[is(flag, 1)], imm, dst);
+            b.copy(4, &[is(flag, 0)], reg, dst);
+        }
+        let cz = b.s.group("c.zero", 2);
+        b.is_zero(4, &[op(&|o| matches!(o, Op::Sel | Op::Bra))], &vc, cz);
+
+        // Layer 5: routing, logic, moves; 6: select, branch outcome.
+        let res = word(&mut b, "result");
+        let logic = word(&mut b, "logic");
+        type Logic = fn(usize, usize) -> usize;
+        let table: [(Alu, Logic); 3] = [(Alu::And, |x, y| x & y), (Alu::Or, |x, y| x | y), (Alu::Xor, |x, y| x ^ y)];
+        for (alu, fun) in table {
+            for k in 0..8 {
+                for x in 0..16 {
+                    for y in 0..16 {
+                        b.unit(
+                            5,
+                            vec![op_is(Op::Alu(alu)), is(opa[k], x), is(opb[k], y)],
+                            vec![logic[k].ch(fun(x, y))],
+                        );
+                    }
+                }
+            }
+        }
+        let mov = word(&mut b, "mov");
+        b.copy(5, &[op_is(Op::Mov)], &opa, &mov);
+        b.copy(5, &[op(&|o| matches!(o, Op::Shfl(_))), is(phase, 1)], &opa, &mov);
+        let sel = word(&mut b, "sel");
+        b.copy(6, &[op_is(Op::Sel), is(cz, 0)], &opa, &sel);
+        b.copy(6, &[op_is(Op::Sel), is(cz, 1)], &opb, &sel);
+        let taken = b.s.group("taken", 2);
+        // brk: 0 always, 1 if c ≠ 0, 2 if c = 0.
+        b.unit(6, vec![op_is(Op::Bra), is(f.brk, 0)], vec![taken.ch(1)]);
+        for (k, z) in [(1, 0), (2, 1)] {
+            b.unit(6, vec![op_is(Op::Bra), is(f.brk, k), is(cz, z)], vec![taken.ch(1)]);
+            b.unit(6, vec![op_is(Op::Bra), is(f.brk, k), is(cz, 1 - z)], vec![taken.ch(0)]);
+        }
+
+        // Add and subtract (chains at 6–13).
+        let (add_out, sub_out) = (word(&mut b, "add"), word(&mut b, "sub"));
+        for (alu, out) in [(Alu::Add, &add_out), (Alu::Sub, &sub_out)] {
+            let (x, y) = (word(&mut b, "fu.a"), word(&mut b, "fu.b"));
+            b.copy(5, &[op_is(Op::Alu(alu))], &opa, &x);
+            b.copy(5, &[op_is(Op::Alu(alu))], &opb, &y);
+            let on = [op_is(Op::Alu(alu))];
+            if alu == Alu::Add {
+                b.add(6, &on, &x, &y, out, "add.c");
+            } else {
+                b.sub(6, &on, &x, &y, out, "sub.c");
+            }
+        }
+
+        // Compares and min/max: a borrow|differs chain (6–13), resolved at 14, selected at 15.
+        let is_cmp = |o: Op| matches!(o, Op::Set(_) | Op::Alu(Alu::MinS | Alu::MaxS | Alu::MinU | Alu::MaxU));
+        let (ca, cb) = (word(&mut b, "cmp.a"), word(&mut b, "cmp.b"));
+        b.copy(5, &[op(&is_cmp)], &opa, &ca);
+        b.copy(5, &[op(&is_cmp)], &opb, &cb);
+        let cs = b.states("cmp.s", 8, 4);
+        b.unit(5, vec![op(&is_cmp)], vec![cs[0].ch(0)]);
+        // State = borrow + 2·differs.
+        b.chain(6, &ca, Some(&cb), &cs, None, &|x, y, s| {
+            let (borrow, differs) = (s & 1, s >> 1);
+            let nb = usize::from(x < y + borrow);
+            (0, nb + 2 * (differs | usize::from(x != y)))
+        });
+        let set_out = word(&mut b, "set");
+        let pick = b.s.group("cmp.pick_a", 2);
+        for s in 0..4 {
+            for sa in 0..2 {
+                for sb in 0..2 {
+                    let (borrow, ne) = (s & 1 == 1, s >> 1 == 1);
+                    let lt_u = borrow;
+                    let lt_s = borrow ^ (sa == 1) ^ (sb == 1);
+                    let conds = |o: Op| {
+                        vec![
+                            op_is(o),
+                            is(cs[8], s),
+                            any_of(ca[7], |d| (d >= 8) == (sa == 1)),
+                            any_of(cb[7], |d| (d >= 8) == (sb == 1)),
+                        ]
+                    };
+                    for c in CMPS {
+                        let v = match c {
+                            Cmp::Eq => !ne,
+                            Cmp::Ne => ne,
+                            Cmp::LtS => lt_s,
+                            Cmp::LeS => lt_s || !ne,
+                            Cmp::GtS => !lt_s && ne,
+                            Cmp::GeS => !lt_s,
+                            Cmp::LtU => lt_u,
+                            Cmp::LeU => lt_u || !ne,
+                            Cmp::GtU => !lt_u && ne,
+                            Cmp::GeU => !lt_u,
+                        };
+                        let writes = (0..8).map(|k| set_out[k].ch(if k == 0 { usize::from(v) } else { 0 })).collect();
+                        b.unit(14, conds(Op::Set(c)), writes);
+                    }
+                    for (alu, a_if_lt, signed) in [
+                        (Alu::MinS, true, true),
+                        (Alu::MaxS, false, true),
+                        (Alu::MinU, true, false),
+                        (Alu::MaxU, false, false),
+                    ] {
+                        let lt = if signed { lt_s } else { lt_u };
+                        b.unit(14, conds(Op::Alu(alu)), vec![pick.ch(usize::from(lt == a_if_lt))]);
+                    }
+                }
+            }
+        }
+        let minmax = word(&mut b, "minmax");
+        b.copy(15, &[is(pick, 1)], &ca, &minmax);
+        b.copy(15, &[is(pick, 0)], &cb, &minmax);
+
+        // Shifts: by (b mod 4) bits at 6, then by whole nibbles at 8; b ≥ 32 gives 0 or the sign.
+        let shift = super::alu_units::shifts(&mut b, &op_is, &opa, &opb);
+
+        // Shuffles: the source lane (6–8), its thread (9), key (10), read (11).
+        let shfl = super::alu_units::shuffle(&mut b, &op, phase, thread, lane, &opb, f.ra, rows, &prk, &prv, dk_regs);
+        reg_depths.push(shfl.1);
+
+        // Memory: address = a + off (6–13), word index mod each memory's size (14–22), keys (23).
+        let is_mem = |o: Op| matches!(o, Op::Ld(_) | Op::St(_) | Op::Atom(_));
+        let (ma, mo, addr) = (word(&mut b, "agu.a"), word(&mut b, "agu.off"), word(&mut b, "agu.addr"));
+        b.copy(5, &[op(&is_mem)], &opa, &ma);
+        b.copy(5, &[op(&is_mem)], &f.off, &mo);
+        b.add(6, &[op(&is_mem)], &ma, &mo, &addr, "agu.c");
+        let in_space = |s: Space| op(&|o| matches!(o, Op::Ld(x) | Op::St(x) | Op::Atom(x) if x == s));
+        let ga = super::alu_units::word_index(&mut b, 14, &in_space(Space::Global), &addr, spec.global_words, "global");
+        let sa = super::alu_units::word_index(&mut b, 14, &in_space(Space::Shared), &addr, spec.shared_words, "shared");
+        let sk = b.s.group("shared.key", ctas * spec.shared_words);
+        let (ogk, osk) =
+            (b.s.group("out.global", spec.global_words), b.s.group("out.shared", ctas * spec.shared_words));
+        let stores = |s: Space| op(&|o| matches!(o, Op::St(x) | Op::Atom(x) if x == s));
+        for c in 0..ctas {
+            for i in 0..spec.shared_words {
+                b.unit(23, vec![is(cta, c), is(sa, i)], vec![sk.ch(c * spec.shared_words + i)]);
+                b.unit(23, vec![stores(Space::Shared), is(cta, c), is(sa, i)], vec![osk.ch(c * spec.shared_words + i)]);
+            }
+        }
+        for i in 0..spec.global_words {
+            b.unit(23, vec![stores(Space::Global), is(ga, i)], vec![ogk.ch(i)]);
+        }
+        let ld = word(&mut b, "load");
+        let global_head =
+            MemLayer::new(&b.s, pow4(spec.global_words), &ga.all(), &pgk.all(), &word_chans(&pgv), &word_chans(&ld), 8);
+        let global_head = global_head.with_query(&b.s, &qg.all());
+        b.mem(24, global_head);
+        let dk_shared = pow4(ctas * spec.shared_words);
+        b.mem(25, MemLayer::new(&b.s, dk_shared, &sk.all(), &psk.all(), &word_chans(&psv), &word_chans(&ld), 8));
+        let loads = op(&|o| matches!(o, Op::Ld(_) | Op::Atom(_)));
+        b.zero_if_cold(25, core::slice::from_ref(&loads), &ld);
+        b.zero_if_cold(25, &[active(qg)], &ld);
+        // atomicAdd: mem = old + v (26–33).
+        let atom = word(&mut b, "atom");
+        let (xa, xb) = (word(&mut b, "atom.a"), word(&mut b, "atom.b"));
+        b.copy(25, &[op(&|o| matches!(o, Op::Atom(_)))], &opb, &xb);
+        b.copy(26, &[active(xb[0])], &ld, &xa);
+        b.add(28, &[active(xa[0])], &xa, &xb, &atom, "atom.c");
+
+        // Multiplier (6–71, then the signed correction) and divider (6–113).
+        let mul = super::alu_units::multiplier(&mut b, &op_is, &opa, &opb);
+        let div = super::alu_units::divider(&mut b, &op_is, &opa, &opb);
+
+        // Output record (after every unit).
+        let out = b.depth().max(36);
+        let writes_reg = |o: Op| matches!(o, Op::Mov | Op::Alu(_) | Op::Set(_) | Op::Sel | Op::Ld(_) | Op::Atom(_));
+        let ork = b.s.group("out.reg", threads * rows);
+        for t in 0..threads {
+            for r in 0..rows {
+                b.unit(5, vec![op(&writes_reg), is(thread, t), is(f.rd, r)], vec![ork.ch(t * rows + r)]);
+                b.unit(
+                    5,
+                    vec![op(&|o| matches!(o, Op::Shfl(_))), is(phase, 1), is(thread, t), is(f.rd, r)],
+                    vec![ork.ch(t * rows + r)],
+                );
+            }
+            b.unit(
+                5,
+                vec![op(&|o| matches!(o, Op::Shfl(_))), is(phase, 0), is(thread, t)],
+                vec![ork.ch(t * rows + spec.regs)],
+            );
+        }
+        let orv = res.clone();
+        let sources: Vec<(Vec<Cond>, &Nibs)> = vec![
+            (vec![op_is(Op::Alu(Alu::Add))], &add_out),
+            (vec![op_is(Op::Alu(Alu::Sub))], &sub_out),
+            (vec![], &logic),
+            (vec![], &mov),
+            (vec![], &sel),
+            (vec![], &set_out),
+            (vec![], &minmax),
+            (vec![], &shift),
+            (vec![], &shfl.0),
+            (vec![op_is(Op::Alu(Alu::Mul))], &mul.0),
+            (vec![op_is(Op::Alu(Alu::MulHiU))], &mul.1),
+            (vec![op_is(Op::Alu(Alu::MulHiS))], &mul.2),
+            (vec![], &div),
+            (vec![loads.clone()], &ld),
+        ];
+        for (when, src) in sources {
+            b.copy(out, &when, src, &orv);
+        }
+        let (ogv, osv) = (word(&mut b, "out.global.v"), word(&mut b, "out.shared.v"));
+        for (s, dst) in [(Space::Global, &ogv), (Space::Shared, &osv)] {
+            b.copy(out, &[op_is(Op::St(s))], &opb, dst);
+            b.copy(out, &[op_is(Op::Atom(s))], &atom, dst);
+        }
+
+        let (stream, layers, depth) = b.finish();
+        let mems: Vec<usize> =
+            layers.iter().enumerate().filter(|(_, l)| matches!(l, Layer::Mem(_))).map(|(i, _)| i).collect();
+        // Heads in depth order: ROM, ports A–C, the shuffle port, global, shared.
+        let heads =
+            Heads { rom: mems[0], regs: [mems[1], mems[2], mems[3], mems[4]], global: mems[5], shared: mems[6] };
+        let io = Io {
+            thread,
+            cta,
+            pc,
+            phase,
+            prk,
+            prv,
+            pgk,
+            pgv,
+            psk,
+            psv,
+            prom,
+            promv,
+            qg,
+            inst: f,
+            ork,
+            orv,
+            ogk,
+            ogv,
+            osk,
+            osv,
+            taken,
+            ld,
+        };
+        Ok(Compiled { spec, stream, layers, depth, io, heads, rows, rom_rows, ops: all_ops })
+    }
+
+    /// The ROM row of an instruction (`None`: the no-op row) as (group, hot index) pairs of
+    /// `fields`.
+    pub fn encode(&self, fields: &Fields, inst: Option<&Inst>, end: bool) -> Result<Vec<(Group, usize)>, String> {
+        let (mut op, mut ra, mut rb, mut rc, mut rd) = (Op::Nop, 0, 0, 0, 0);
+        let (mut a, mut bsrc, mut off, mut brk, mut tgt, mut join) = (None, None, 0u32, 0, 0, 0);
+        let mut src_a = |s: Src, ra: &mut usize| match s {
+            Src::Reg(r) => *ra = r as usize,
+            Src::Imm(v) => a = Some(v),
+        };
+        match inst.copied() {
+            None => {}
+            Some(Inst::Mov { d, a: s }) => {
+                (op, rd) = (Op::Mov, d as usize);
+                src_a(s, &mut ra);
+            }
+            Some(Inst::Alu { op: o, d, a: x, b: y }) => {
+                (op, rd) = (Op::Alu(o), d as usize);
+                src_a(x, &mut ra);
+                bsrc = Some(y);
+            }
+            Some(Inst::Set { cmp, d, a: x, b: y }) => {
+                (op, rd) = (Op::Set(cmp), d as usize);
+                src_a(x, &mut ra);
+                bsrc = Some(y);
+            }
+            Some(Inst::Sel { d, c, a: x, b: y }) => {
+                (op, rd, rc) = (Op::Sel, d as usize, c as usize);
+                src_a(x, &mut ra);
+                bsrc = Some(y);
+            }
+            Some(Inst::Ld { space, d, a: x, off: o }) => {
+                (op, rd, off) = (Op::Ld(space), d as usize, o as u32);
+                src_a(x, &mut ra);
+            }
+            Some(Inst::St { space, a: x, off: o, v }) => {
+                (op, off) = (Op::St(space), o as u32);
+                src_a(x, &mut ra);
+                bsrc = Some(v);
+            }
+            Some(Inst::AtomAdd { space, d, a: x, off: o, v }) => {
+                (op, rd, off) = (Op::Atom(space), d as usize, o as u32);
+                src_a(x, &mut ra);
+                bsrc = Some(v);
+            }
+            Some(Inst::Shfl { mode, d, a: x, b: y }) => {
+                (op, rd, ra) = (Op::Shfl(mode), d as usize, x as usize);
+                bsrc = Some(y);
+            }
+            Some(Inst::S2R { d, s }) => {
+                if let Special::Param(i) = s {
+                    if i as usize >= MAX_PARAMS {
+                        return Err(alloc::format!("parameter {i}: the compiled machine takes {MAX_PARAMS}"));
+                    }
+                }
+                (op, rd, ra) = (Op::Mov, d as usize, self.special_row(s));
+            }
+            Some(Inst::Bra { target, c, neg, join: j }) => {
+                op = Op::Bra;
+                (tgt, join) = (target as usize, j as usize);
+                if let Some(c) = c {
+                    (rc, brk) = (c as usize, if neg { 2 } else { 1 });
+                }
+            }
+            Some(Inst::Bar) => op = Op::Bar,
+            Some(Inst::Exit) => op = Op::Exit,
+        }
+        let mut b_imm = 0;
+        if let Some(s) = bsrc {
+            match s {
+                Src::Reg(r) => rb = r as usize,
+                Src::Imm(v) => b_imm = v,
+            }
+        }
+        let f = fields;
+        let mut hot = vec![
+            (f.op, self.op_index(op)),
+            (f.ra, ra),
+            (f.rb, rb),
+            (f.rc, rc),
+            (f.rd, rd),
+            (f.aimm, usize::from(a.is_some())),
+            (f.bimm, usize::from(matches!(bsrc, Some(Src::Imm(_))))),
+            (f.brk, brk),
+            (f.tgt, tgt),
+            (f.join, join),
+            (f.end, usize::from(end)),
+        ];
+        for (w, v) in [(&f.imma, a.unwrap_or(0)), (&f.immb, b_imm), (&f.off, off)] {
+            hot.extend(w.iter().enumerate().map(|(k, g)| (*g, ((v >> (4 * k)) & 15) as usize)));
+        }
+        hot.extend(f.pad[..f.pad.len() - 1].iter().map(|g| (*g, 0)));
+        Ok(hot)
+    }
+}

@@ -1,0 +1,643 @@
+//! The compiled machine's layers and the executor that runs them.
+//!
+//! The residual stream is a set of *groups*: each group is one-hot (one channel +A, the rest
+//! −A) or cold (all −A, "no value"). A word is eight nibble groups of 16 channels. Because every
+//! channel is ±A the mean square is A² whatever the data, so each layer's RMSNorm multiplies by
+//! exactly 1/A and the normalised stream `n` is ±1 (see `alu`).
+//!
+//! Two layer types, both Qwen3.5's own, with computed weights:
+//! - [`MlpLayer`], a SwiGLU MLP `x += W_down·(silu(W_gate·n) ⊙ W_up·n)` whose hidden units are
+//!   AND gates: a [`Unit`] fires (`gate = 128`, `silu(128) = 128`) when each of its conditions
+//!   holds and is silent otherwise (`gate ≤ −128`, `silu = −0` exactly, since `exp(128)`
+//!   overflows); `W_up` is the constant channel (1) and `W_down` adds 128 to the channels it
+//!   writes, turning a cold channel hot.
+//! - [`MemLayer`], a Gated DeltaNet head whose state rows are words (`memory`): q, k and v are
+//!   `(M/2)·(n + 1)` of one channel each (M where the channel is hot, 0 where cold), so a hot
+//!   key channel writes its row and a hot query channel reads one.
+//!
+//! The executor computes exactly these formulas but skips terms that are zero: a cold channel
+//! contributes a constant to every gate (folded into `base`), so only hot channels are visited;
+//! a unit no hot channel reaches keeps `gate = base ≤ −128` and contributes `−0`. Every value in
+//! play is an integer far below 2^24, so the order of the sums does not matter: the sparse
+//! result is bit-identical to the dense one (`tests` check it against `alu::Mlp` and
+//! `deltanet::DeltaNet`).
+
+use super::alu::{Mlp, A};
+use super::deltanet::{DeltaNet, DeltaNetWeights, CONV};
+use super::memory::M;
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// A one-hot run of channels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Group {
+    pub id: usize,
+    pub at: usize,
+    pub len: usize,
+}
+
+impl Group {
+    pub fn ch(&self, i: usize) -> usize {
+        debug_assert!(i < self.len);
+        self.at + i
+    }
+    pub fn all(&self) -> Vec<usize> {
+        (self.at..self.at + self.len).collect()
+    }
+}
+
+/// A word of one-hot nibbles (groups `first .. first + nibbles`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Word {
+    pub first: usize,
+    pub at: usize,
+    pub nibbles: usize,
+}
+
+impl Word {
+    pub fn digit(&self, k: usize, d: usize) -> usize {
+        debug_assert!(k < self.nibbles && d < 16);
+        self.at + 16 * k + d
+    }
+    pub fn nibble(&self, k: usize) -> Group {
+        Group { id: self.first + k, at: self.at + 16 * k, len: 16 }
+    }
+}
+
+/// The stream's layout: named groups in channel order.
+#[derive(Debug, Clone, Default)]
+pub struct Stream {
+    pub d: usize,
+    /// Each group: name, first channel, length.
+    pub groups: Vec<(String, usize, usize)>,
+    /// The group of each channel.
+    pub group_of: Vec<u32>,
+}
+
+impl Stream {
+    /// A stream whose group 0 is the constant channel.
+    pub fn new() -> Stream {
+        let mut s = Stream::default();
+        s.group("one", 1);
+        s
+    }
+    pub const ONE: usize = 0;
+
+    pub fn group(&mut self, name: &str, len: usize) -> Group {
+        let g = Group { id: self.groups.len(), at: self.d, len };
+        self.groups.push((name.into(), self.d, len));
+        self.group_of.extend(core::iter::repeat_n(g.id as u32, len));
+        self.d += len;
+        g
+    }
+
+    pub fn word(&mut self, name: &str, nibbles: usize) -> Word {
+        let first = self.groups.len();
+        let at = self.d;
+        for k in 0..nibbles {
+            self.group(&alloc::format!("{name}.{k}"), 16);
+        }
+        Word { first, at, nibbles }
+    }
+
+    /// The name of a channel's group, for error messages.
+    pub fn name(&self, ch: usize) -> &str {
+        self.group_of.get(ch).map(|&g| self.groups[g as usize].0.as_str()).unwrap_or("?")
+    }
+}
+
+/// A hidden unit's condition: one of the channels is hot, or none is. Each list lies in one
+/// group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cond {
+    Any(Vec<usize>),
+    None(Vec<usize>),
+}
+
+/// An AND gate: fires when every condition holds, and then turns the `writes` channels hot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unit {
+    pub conds: Vec<Cond>,
+    pub writes: Vec<usize>,
+}
+
+/// What went wrong inside the layers (a compiler bug, never the program's fault).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("layer {layer}: {what}")]
+pub struct StreamError {
+    pub layer: usize,
+    pub what: String,
+}
+
+/// The stream's state as the executor tracks it: the channels and, per group, its hot channel.
+#[derive(Debug, Clone)]
+pub struct State {
+    pub x: Vec<f32>,
+    pub hot: Vec<Option<u16>>,
+    /// Groups made hot since the last `reset`.
+    touched: Vec<u32>,
+}
+
+impl State {
+    /// Everything cold except the constant.
+    pub fn new(s: &Stream) -> State {
+        let mut st = State { x: vec![-A; s.d], hot: vec![None; s.groups.len()], touched: Vec::new() };
+        st.set(s, 0);
+        st
+    }
+
+    /// Back to `State::new` by undoing only what changed.
+    pub fn reset(&mut self, s: &Stream) {
+        for g in self.touched.drain(..) {
+            let (_, at, len) = &s.groups[g as usize];
+            self.x[*at..at + len].iter_mut().for_each(|v| *v = -A);
+            self.hot[g as usize] = None;
+        }
+        self.set(s, 0);
+    }
+
+    /// Turns channel `ch` hot (its group must be cold).
+    pub fn set(&mut self, s: &Stream, ch: usize) {
+        let g = s.group_of[ch] as usize;
+        self.x[ch] = A;
+        self.hot[g] = Some((ch - s.groups[g].1) as u16);
+        self.touched.push(g as u32);
+    }
+
+    pub fn put(&mut self, s: &Stream, g: Group, i: usize) {
+        self.set(s, g.ch(i))
+    }
+
+    pub fn put_word(&mut self, s: &Stream, w: Word, value: u64) {
+        for k in 0..w.nibbles {
+            self.set(s, w.digit(k, ((value >> (4 * k)) & 15) as usize));
+        }
+    }
+
+    pub fn get(&self, g: Group) -> Option<usize> {
+        self.hot[g.id].map(usize::from)
+    }
+
+    pub fn get_word(&self, w: Word) -> Option<u64> {
+        (0..w.nibbles).try_fold(0u64, |acc, k| Some(acc | (self.hot[w.first + k]? as u64) << (4 * k)))
+    }
+
+    /// Checks that the tracked hot channels are the stream's: every channel ±A, one +A per hot
+    /// group and none in a cold one.
+    pub fn check(&self, s: &Stream, layer: usize) -> Result<(), StreamError> {
+        let bad = |what: String| Err(StreamError { layer, what });
+        for (g, (name, at, len)) in s.groups.iter().enumerate() {
+            for i in 0..*len {
+                let v = self.x[at + i];
+                let want = if self.hot[g] == Some(i as u16) { A } else { -A };
+                if v != want {
+                    return bad(alloc::format!("channel {i} of {name} is {v}, expected {want}"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, s: &Stream, ch: usize, add: f32, layer: usize) -> Result<(), StreamError> {
+        let g = s.group_of[ch] as usize;
+        self.x[ch] += add;
+        self.touched.push(g as u32);
+        if self.x[ch] != A || self.hot[g].is_some() {
+            return Err(StreamError {
+                layer,
+                what: alloc::format!("a second value written into {} (channel now {})", s.name(ch), self.x[ch]),
+            });
+        }
+        self.hot[g] = Some((ch - s.groups[g].1) as u16);
+        Ok(())
+    }
+}
+
+fn silu(x: f32) -> f32 {
+    x / (1.0 + (-x).exp())
+}
+
+/// Per group read by a layer, per channel of it, the (target, weight) pairs of its column.
+type Columns = Vec<(usize, Vec<Vec<(u32, f32)>>)>;
+
+fn add_column(cols: &mut Columns, s: &Stream, ch: usize, target: u32, w: f32) {
+    let g = s.group_of[ch] as usize;
+    let (_, at, len) = s.groups[g];
+    let i = match cols.binary_search_by_key(&g, |c| c.0) {
+        Ok(i) => i,
+        Err(i) => {
+            cols.insert(i, (g, vec![Vec::new(); len]));
+            i
+        }
+    };
+    cols[i].1[ch - at].push((target, w));
+}
+
+/// An MLP sublayer of AND units, stored by column.
+#[derive(Debug, Clone)]
+pub struct MlpLayer {
+    pub units: usize,
+    /// `W_gate` per read group and channel: (unit, weight).
+    cols: Columns,
+    /// The weight on the constant channel, and the gate when every other channel is cold.
+    bias: Vec<f32>,
+    base: Vec<f32>,
+    /// Units that fire with every channel cold (only `None` conditions).
+    always: Vec<u32>,
+    writes: Vec<Vec<u32>>,
+    /// Scratch: accumulated gate change per unit, and which units were reached.
+    acc: Vec<f32>,
+    reached: Vec<u32>,
+}
+
+impl MlpLayer {
+    pub fn new(s: &Stream, units: &[Unit]) -> MlpLayer {
+        let mut cols = Columns::new();
+        let (mut bias, mut base, mut always, mut writes) = (vec![], vec![], vec![], vec![]);
+        for (u, unit) in units.iter().enumerate() {
+            // Weight ±128 on each listed channel; the constant puts the all-hit gate at 128.
+            let (mut all_cold, mut any) = (0.0f32, 0usize);
+            for c in &unit.conds {
+                let (chans, w) = match c {
+                    Cond::Any(ch) => {
+                        any += 1;
+                        (ch, 128.0)
+                    }
+                    Cond::None(ch) => (ch, -128.0),
+                };
+                for &ch in chans {
+                    add_column(&mut cols, s, ch, u as u32, w);
+                    all_cold -= w;
+                }
+            }
+            // All hit: every Any list has one hot channel (+256 each from all cold).
+            let b = 128.0 - 256.0 * any as f32 - all_cold;
+            bias.push(b);
+            base.push(b + all_cold);
+            if any == 0 {
+                always.push(u as u32);
+            }
+            writes.push(unit.writes.iter().map(|&c| c as u32).collect());
+        }
+        let n = units.len();
+        MlpLayer { units: n, cols, bias, base, always, writes, acc: vec![0.0; n], reached: Vec::new() }
+    }
+
+    /// Channels this layer's units write.
+    pub fn written(&self) -> impl Iterator<Item = usize> + '_ {
+        self.writes.iter().flatten().map(|&c| c as usize)
+    }
+
+    pub fn forward(&mut self, s: &Stream, st: &mut State, layer: usize) -> Result<(), StreamError> {
+        for (g, chans) in &self.cols {
+            if let Some(h) = st.hot[*g] {
+                for &(u, w) in &chans[h as usize] {
+                    if self.acc[u as usize] == 0.0 {
+                        self.reached.push(u);
+                    }
+                    // A channel going from −1 to +1 changes the gate by 2w.
+                    self.acc[u as usize] += 2.0 * w;
+                }
+            }
+        }
+        let mut fired: Vec<(u32, f32)> = Vec::new();
+        for &u in self.reached.iter().chain(&self.always) {
+            let gate = self.base[u as usize] + self.acc[u as usize];
+            // W_up is the constant channel: up = 1.
+            let h = silu(gate) * 1.0;
+            if h != 0.0 {
+                fired.push((u, h));
+            }
+        }
+        for u in self.reached.drain(..) {
+            self.acc[u as usize] = 0.0;
+        }
+        for (u, h) in fired {
+            for &c in &self.writes[u as usize] {
+                st.write(s, c as usize, h, layer)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The same layer as dense matrices (for tests on small streams).
+    pub fn dense(&self, s: &Stream) -> Mlp {
+        let (d, hidden) = (s.d, self.units);
+        let (mut gate, mut up, mut down) = (vec![0.0; hidden * d], vec![0.0; hidden * d], vec![0.0; d * hidden]);
+        for (g, chans) in &self.cols {
+            for (i, col) in chans.iter().enumerate() {
+                for &(u, w) in col {
+                    gate[u as usize * d + s.groups[*g].1 + i] += w;
+                }
+            }
+        }
+        for u in 0..hidden {
+            gate[u * d] += self.bias[u];
+            up[u * d] = 1.0;
+            for &c in &self.writes[u] {
+                down[c as usize * hidden + u] = 1.0;
+            }
+        }
+        Mlp { d_model: d, hidden, norm: vec![1.0; d], eps: 1e-6, gate, up, down }
+    }
+}
+
+/// A Gated DeltaNet head holding words in its state rows. Each row is written by a hot channel
+/// of `key` and read by one of `query`; `value` channels are the word's, and the word read is
+/// added onto `out` (channel j of the row onto `out[j]`, which must be cold).
+#[derive(Debug, Clone)]
+pub struct MemLayer {
+    pub d_k: usize,
+    pub d_v: usize,
+    /// Hot channels in a stored row (the same for every row, so RMSNormGated scales exactly).
+    pub hot: usize,
+    key: Columns,
+    query: Columns,
+    value: Columns,
+    out: Vec<usize>,
+    norm: f32,
+    pub state: Vec<f32>,
+}
+
+impl MemLayer {
+    /// `query[i]`/`key[i]` address row i; `value[j]` and `out[j]` are channel j of a row.
+    /// `d_k` must be a power of 4 and `d_v / hot` a power of 4, so that every scale is exact.
+    pub fn new(
+        s: &Stream,
+        d_k: usize,
+        query: &[usize],
+        key: &[usize],
+        value: &[usize],
+        out: &[usize],
+        hot: usize,
+    ) -> MemLayer {
+        let pow4 = |n: usize| n.is_power_of_two() && n.trailing_zeros().is_multiple_of(2);
+        let d_v = value.len();
+        assert!(pow4(d_k) && query.len() <= d_k && key.len() == query.len(), "d_k {d_k}");
+        assert!(d_v.is_multiple_of(hot) && pow4(d_v / hot) && out.len() == d_v, "d_v {d_v}, {hot} hot");
+        let cols = |chans: &[usize]| {
+            let mut c = Columns::new();
+            for (i, &ch) in chans.iter().enumerate() {
+                add_column(&mut c, s, ch, i as u32, M);
+            }
+            c
+        };
+        // A read row normalises to sqrt(d_v/hot) on its hot channels; silu(z) = 32.
+        let norm = 1.0 / (32.0 * ((d_v / hot) as f32).sqrt());
+        MemLayer {
+            d_k,
+            d_v,
+            hot,
+            key: cols(key),
+            query: cols(query),
+            value: cols(value),
+            out: out.to_vec(),
+            norm,
+            state: vec![0.0; d_k * d_v],
+        }
+    }
+
+    /// A second set of query channels for the same rows (`chans[i]` reads row i).
+    pub fn with_query(mut self, s: &Stream, chans: &[usize]) -> MemLayer {
+        for (i, &ch) in chans.iter().enumerate() {
+            add_column(&mut self.query, s, ch, i as u32, M);
+        }
+        self
+    }
+
+    pub fn row(&self, i: usize) -> &[f32] {
+        &self.state[i * self.d_v..(i + 1) * self.d_v]
+    }
+
+    /// The hot entries of a projection: `(M/2)·(n+1)` is M on hot channels, 0 on cold ones.
+    fn hot_entries(cols: &Columns, st: &State) -> Vec<(usize, f32)> {
+        let mut v = Vec::new();
+        for (g, chans) in cols {
+            if let Some(h) = st.hot[*g] {
+                v.extend(chans[h as usize].iter().map(|&(i, w)| (i as usize, w)));
+            }
+        }
+        v
+    }
+
+    pub fn forward(&mut self, s: &Stream, st: &mut State, layer: usize) -> Result<(), StreamError> {
+        let l2 = |v: &mut Vec<(usize, f32)>, scale: f32| {
+            for e in v.iter_mut() {
+                e.1 = silu(e.1);
+            }
+            let n = 1.0 / (v.iter().fold(0.0, |a, e| a + e.1 * e.1) + 1e-6).sqrt();
+            for e in v.iter_mut() {
+                e.1 = e.1 * n * scale;
+            }
+        };
+        let (dv, scale) = (self.d_v, 1.0 / (self.d_k as f32).sqrt());
+        let mut k = Self::hot_entries(&self.key, st);
+        let mut q = Self::hot_entries(&self.query, st);
+        l2(&mut k, 1.0);
+        l2(&mut q, scale);
+        let mut v = vec![0.0f32; dv];
+        for (j, m) in Self::hot_entries(&self.value, st) {
+            v[j] = silu(m);
+        }
+        // β = sigmoid(32) = 1 and α = exp(−exp(−1000)·softplus(0)) = 1, as `memory` sets them.
+        let beta = 1.0 / (1.0 + (-32.0f32).exp());
+        let alpha = (-(-1000.0f32).exp() * 2.0f32.ln()).exp();
+        if alpha != 1.0 {
+            self.state.iter_mut().for_each(|x| *x *= alpha);
+        }
+        let mut kv = vec![0.0f32; dv];
+        for &(i, ki) in &k {
+            for (acc, s) in kv.iter_mut().zip(&self.state[i * dv..(i + 1) * dv]) {
+                *acc += s * ki;
+            }
+        }
+        for &(i, ki) in &k {
+            for j in 0..dv {
+                self.state[i * dv + j] += ki * (beta * (v[j] - kv[j]));
+            }
+        }
+        let mut o = vec![0.0f32; dv];
+        for &(i, qi) in &q {
+            for (acc, s) in o.iter_mut().zip(&self.state[i * dv..(i + 1) * dv]) {
+                *acc += s * qi;
+            }
+        }
+        let r = 1.0 / (o.iter().fold(0.0, |a, x| a + x * x) / dv as f32 + 1e-6).sqrt();
+        let gate = silu(32.0);
+        for (j, &oj) in o.iter().enumerate() {
+            let y = oj * r * self.norm * gate;
+            if y != 0.0 {
+                st.write(s, self.out[j], 2.0 * A * y, layer)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The same head as a dense `DeltaNet` (for tests on small streams).
+    pub fn dense(&self, s: &Stream) -> DeltaNet {
+        let (d, dk, dv) = (s.d, self.d_k, self.d_v);
+        let mut w_qkv = vec![0.0; (2 * dk + dv) * d];
+        let mut place = |cols: &Columns, first: usize| {
+            for (g, chans) in cols {
+                for (c, col) in chans.iter().enumerate() {
+                    for &(i, _) in col {
+                        let row = (first + i as usize) * d;
+                        w_qkv[row + s.groups[*g].1 + c] = M / 2.0;
+                        w_qkv[row + Stream::ONE] = M / 2.0;
+                    }
+                }
+            }
+        };
+        place(&self.query, 0);
+        place(&self.key, dk);
+        place(&self.value, 2 * dk);
+        let mut w_out = vec![0.0; d * dv];
+        for (j, &c) in self.out.iter().enumerate() {
+            w_out[c * dv + j] = 2.0 * A;
+        }
+        let channels = 2 * dk + dv;
+        let mut conv = vec![0.0; channels * CONV];
+        for c in 0..channels {
+            conv[c * CONV + CONV - 1] = 1.0;
+        }
+        let mut w_z = vec![0.0; dv * d];
+        for j in 0..dv {
+            w_z[j * d + Stream::ONE] = 32.0;
+        }
+        let mut w_b = vec![0.0; d];
+        w_b[Stream::ONE] = 32.0;
+        let mut net = DeltaNet::new(DeltaNetWeights {
+            d_model: d,
+            heads: 1,
+            d_k: dk,
+            d_v: dv,
+            w_qkv,
+            w_z,
+            w_b,
+            w_a: vec![0.0; d],
+            a_log: vec![-1000.0],
+            dt_bias: vec![0.0],
+            conv,
+            norm: vec![self.norm; dv],
+            eps: 1e-6,
+            w_out,
+        });
+        net.state.copy_from_slice(&self.state);
+        net
+    }
+
+    /// Parameters of the head as Qwen3.5 stores them (dense), and state floats.
+    pub fn parameters(&self, d_model: usize) -> usize {
+        let (dk, dv) = (self.d_k, self.d_v);
+        (2 * dk + dv) * d_model + dv * d_model + 2 * d_model + 2 + (2 * dk + dv) * CONV + dv + d_model * dv
+    }
+}
+
+#[derive(Debug, Clone)]
+pub enum Layer {
+    Mlp(MlpLayer),
+    Mem(MemLayer),
+}
+
+impl Layer {
+    pub fn forward(&mut self, s: &Stream, st: &mut State, layer: usize) -> Result<(), StreamError> {
+        match self {
+            Layer::Mlp(l) => l.forward(s, st, layer),
+            Layer::Mem(l) => l.forward(s, st, layer),
+        }
+    }
+
+    /// Parameters as a model card counts them (dense matrices).
+    pub fn parameters(&self, d_model: usize) -> usize {
+        match self {
+            Layer::Mlp(l) => d_model + 3 * l.units * d_model,
+            Layer::Mem(l) => l.parameters(d_model),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bitnet::random::Rng;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    fn dense_step(x: &mut [f32], f: impl FnOnce(&[f32]) -> Vec<f32>) {
+        let ms = x.iter().fold(0.0, |a, v| a + v * v) / x.len() as f32;
+        let r = 1.0 / (ms + 1e-6).sqrt();
+        let n: Vec<f32> = x.iter().map(|v| v * r).collect();
+        for (xi, yi) in x.iter_mut().zip(f(&n)) {
+            *xi += yi;
+        }
+    }
+
+    /// Random AND/NOR units over random one-hot inputs: the sparse executor equals the dense
+    /// Qwen3.5 MLP (`alu::Mlp`) channel for channel.
+    #[test]
+    fn the_sparse_mlp_is_the_dense_mlp() {
+        let mut rng = Rng::new(3);
+        let mut s = Stream::new();
+        let ins: Vec<Group> = (0..4).map(|i| s.group(&alloc::format!("in{i}"), 5)).collect();
+        let outs: Vec<Group> = (0..40).map(|i| s.group(&alloc::format!("out{i}"), 3)).collect();
+        let mut units = Vec::new();
+        for (o, out) in outs.iter().enumerate() {
+            // Unit o fires on a pattern that no other unit writing the same group shares.
+            let (a, b) = (&ins[o % 4], &ins[(o + 1) % 4]);
+            for (i, pick) in [(o % 5, 0), ((o + 2) % 5, 1)] {
+                let conds = vec![Cond::Any(vec![a.ch(i)]), Cond::None(vec![b.ch(o % 5), b.ch((o + 1) % 5)])];
+                units.push(Unit { conds, writes: vec![out.ch(pick)] });
+            }
+        }
+        let mut layer = MlpLayer::new(&s, &units);
+        let dense = layer.dense(&s);
+        for _ in 0..200 {
+            let mut st = State::new(&s);
+            for g in &ins {
+                if !rng.next_u64().is_multiple_of(5) {
+                    st.put(&s, *g, (rng.next_u64() % 5) as usize);
+                }
+            }
+            let mut x = st.x.clone();
+            dense.forward(&mut x);
+            layer.forward(&s, &mut st, 0).unwrap();
+            st.check(&s, 0).unwrap();
+            assert_eq!(st.x, x);
+        }
+    }
+
+    /// Writes and reads through the sparse head equal the dense Qwen3.5 Gated DeltaNet
+    /// (`deltanet::DeltaNet`), state and output, step after step.
+    #[test]
+    fn the_sparse_head_is_the_dense_deltanet() {
+        let mut rng = Rng::new(4);
+        let mut s = Stream::new();
+        let (wa, ra) = (s.group("write", 16), s.group("read", 16));
+        let value = s.word("value", 4);
+        let out = s.word("out", 4);
+        let chans = |w: Word| (0..64).map(|j| w.at + j).collect::<Vec<_>>();
+        let mut head = MemLayer::new(&s, 16, &ra.all(), &wa.all(), &chans(value), &chans(out), 4);
+        let mut dense = head.dense(&s);
+        let mut plain = [None::<u64>; 16];
+        for _ in 0..300 {
+            let mut st = State::new(&s);
+            let write =
+                (!rng.next_u64().is_multiple_of(3)).then(|| ((rng.next_u64() % 16) as usize, rng.next_u64() & 0xffff));
+            if let Some((at, v)) = write {
+                st.put(&s, wa, at);
+                st.put_word(&s, value, v);
+                plain[at] = Some(v);
+            }
+            let read = (rng.next_u64() % 4) as usize;
+            st.put(&s, ra, read);
+            let mut x = st.x.clone();
+            dense_step(&mut x, |n| dense.step(n));
+            head.forward(&s, &mut st, 0).unwrap();
+            assert_eq!(st.x, x);
+            assert_eq!(head.state, dense.state);
+            // An unwritten row reads as nothing (cold), a written one as its word.
+            assert_eq!(st.get_word(out), plain[read]);
+        }
+    }
+}

@@ -1,0 +1,453 @@
+//! Running a launch on the compiled layers: the token protocol, and lockstep checking against
+//! the interpreter after every machine step.
+//!
+//! Tokens, in order: the program image (one per ROM row, carrying the row as a pending ROM
+//! write), the input words and each thread's special registers and parameters (pending global
+//! and register writes), then EXEC: one token per instruction per active lane, each fed the
+//! previous token's output record (its register, global and shared writes), and last the VAL
+//! tokens that read global memory back. The host reads only output records.
+//!
+//! Not yet in the layers: which warp runs and the SIMT stack. The host keeps them as the
+//! interpreter does, from the layers' outputs (the opcode, block end, branch target, join and
+//! each lane's branch outcome); moving them into state rows is the next step.
+
+use super::compiled::{Compiled, Op, SPECIALS};
+use super::interp::{Entry, Launch, Machine, MachineError, StepRecord};
+use super::isa::{Program, Special};
+use super::memory::{decode_row, M};
+use super::net::{Layer, MemLayer, State, StreamError};
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Machine(#[from] MachineError),
+    #[error("compiled layers: {0}")]
+    Stream(#[from] StreamError),
+    #[error("{0}")]
+    Program(String),
+    #[error("step {step}: the compiled layers and the interpreter differ: {what}")]
+    Lockstep { step: u64, what: String },
+}
+
+/// Writes a token carries into the state rows (the previous token's output record).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pending {
+    pub reg: Option<(usize, u32)>,
+    pub global: Option<(usize, u32)>,
+    pub shared: Option<(usize, u32)>,
+}
+
+/// What a token's output record says.
+#[derive(Debug, Clone, Default)]
+pub struct Out {
+    pub pending: Pending,
+    pub op: Option<Op>,
+    pub end: bool,
+    pub target: usize,
+    pub join: usize,
+    pub taken: Option<bool>,
+    pub val: Option<u32>,
+}
+
+/// A token's input record.
+#[derive(Debug, Clone, Default)]
+pub struct Token {
+    /// Thread, its CTA, ROM row, shuffle phase.
+    pub exec: Option<(usize, usize, usize, usize)>,
+    pub pending: Pending,
+    pub rom: Option<(usize, Vec<(super::net::Group, usize)>)>,
+    pub query: Option<usize>,
+}
+
+/// The compiled machine with its state rows, running tokens.
+pub struct Runner {
+    pub c: Compiled,
+    st: State,
+    pub tokens: u64,
+}
+
+fn row_word(head: &MemLayer, row: usize) -> Option<u32> {
+    let r = head.row(row);
+    if r.iter().all(|&v| v == 0.0) {
+        return Some(0);
+    }
+    decode_row(r, M)
+}
+
+impl Runner {
+    pub fn new(c: Compiled) -> Runner {
+        let st = State::new(&c.stream);
+        Runner { c, st, tokens: 0 }
+    }
+
+    fn head(&self, i: usize) -> &MemLayer {
+        match &self.c.layers[i] {
+            Layer::Mem(m) => m,
+            Layer::Mlp(_) => unreachable!("heads index DeltaNet layers"),
+        }
+    }
+
+    /// One token through every layer.
+    pub fn token(&mut self, t: &Token) -> Result<Out, RunError> {
+        let (s, io) = (&self.c.stream, &self.c.io);
+        let st = &mut self.st;
+        st.reset(s);
+        if let Some((thread, cta, pc, phase)) = t.exec {
+            st.put(s, io.thread, thread);
+            st.put(s, io.cta, cta);
+            st.put(s, io.pc, pc);
+            st.put(s, io.phase, phase);
+        }
+        let p = t.pending;
+        for (w, key, val) in [(p.reg, io.prk, &io.prv), (p.global, io.pgk, &io.pgv), (p.shared, io.psk, &io.psv)] {
+            if let Some((k, v)) = w {
+                st.put(s, key, k);
+                for (i, g) in val.iter().enumerate() {
+                    st.put(s, *g, ((v >> (4 * i)) & 15) as usize);
+                }
+            }
+        }
+        if let Some((row, hot)) = &t.rom {
+            st.put(s, io.prom, *row);
+            for &(g, i) in hot {
+                st.put(s, g, i);
+            }
+        }
+        if let Some(q) = t.query {
+            st.put(s, io.qg, q);
+        }
+        for (i, layer) in self.c.layers.iter_mut().enumerate() {
+            layer.forward(s, st, i)?;
+        }
+        self.tokens += 1;
+        let word = |w: &[super::net::Group]| {
+            w.iter().enumerate().try_fold(0u32, |acc, (k, g)| Some(acc | (st.get(*g)? as u32) << (4 * k)))
+        };
+        let pair = |key: super::net::Group, val: &[super::net::Group]| -> Result<Option<(usize, u32)>, RunError> {
+            match st.get(key) {
+                None => Ok(None),
+                Some(k) => match word(val) {
+                    Some(v) => Ok(Some((k, v))),
+                    None => Err(RunError::Program(alloc::format!("a write to row {k} without a value"))),
+                },
+            }
+        };
+        let f = &io.inst;
+        let op = st.get(f.op).map(|i| self.c.ops[i]);
+        let pair = |key, val: &[super::net::Group]| {
+            pair(key, val).map_err(|e| RunError::Program(alloc::format!("{op:?}: {e}")))
+        };
+        Ok(Out {
+            pending: Pending {
+                reg: pair(io.ork, &io.orv)?,
+                global: pair(io.ogk, &io.ogv)?,
+                shared: pair(io.osk, &io.osv)?,
+            },
+            op: st.get(f.op).map(|i| self.c.ops[i]),
+            end: st.get(f.end) == Some(1),
+            target: st.get(f.tgt).unwrap_or(0),
+            join: st.get(f.join).unwrap_or(0),
+            taken: st.get(io.taken).map(|t| t == 1),
+            val: word(&io.ld),
+        })
+    }
+}
+
+/// A warp as the host's sequencer keeps it.
+#[derive(Debug, Clone)]
+struct WarpCtl {
+    cta: usize,
+    first_tid: usize,
+    stack: Vec<Entry>,
+    at_barrier: bool,
+}
+
+/// What a launch did on the compiled layers.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    pub steps: u64,
+    pub tokens: u64,
+    pub global: Vec<u32>,
+    pub records: Vec<StepRecord>,
+}
+
+impl Runner {
+    /// Loads the program, the inputs and the launch, runs to the end in lockstep with the
+    /// interpreter (every step: the record, every register of the warp in every register-file
+    /// copy, global memory, the CTA's shared memory, every warp's SIMT stack), and reads global
+    /// memory back with VAL tokens.
+    pub fn launch(
+        &mut self,
+        program: &Program,
+        input: &[u32],
+        launch: &Launch,
+        limit: u64,
+    ) -> Result<Report, RunError> {
+        let spec = self.c.spec;
+        let mut m = Machine::new(spec, program.clone(), input, launch.clone())?;
+        if launch.params.len() > super::compiled::MAX_PARAMS {
+            return Err(RunError::Program(alloc::format!(
+                "{} parameters; the compiled machine takes {}",
+                launch.params.len(),
+                super::compiled::MAX_PARAMS
+            )));
+        }
+        let start = self.tokens;
+        // A fresh machine: every state row unwritten.
+        for l in &mut self.c.layers {
+            if let Layer::Mem(h) = l {
+                h.state.iter_mut().for_each(|v| *v = 0.0);
+            }
+        }
+        // The program image; the last row is the no-op.
+        let nop = self.c.rom_rows - 1;
+        let mut image = vec![(nop, self.c.encode(&self.c.io.promv, None, true).map_err(RunError::Program)?)];
+        for (b, block) in program.blocks.iter().enumerate() {
+            for (i, inst) in block.iter().enumerate() {
+                let hot =
+                    self.c.encode(&self.c.io.promv, Some(inst), i + 1 == block.len()).map_err(RunError::Program)?;
+                image.push((self.c.rom_row(b, i), hot));
+            }
+        }
+        for rom in image {
+            self.token(&Token { rom: Some(rom), ..Token::default() })?;
+        }
+        for (i, &v) in input.iter().enumerate().filter(|(_, &v)| v != 0) {
+            self.token(&Token { pending: Pending { global: Some((i, v)), ..Pending::default() }, ..Token::default() })?;
+        }
+        let block = launch.block.next_multiple_of(spec.lanes);
+        let mut warps = Vec::new();
+        for (w, iw) in m.warps.iter().enumerate() {
+            for l in 0..spec.lanes {
+                let thread = w * spec.lanes + l;
+                let mut values: Vec<(Special, u32)> = SPECIALS
+                    .iter()
+                    .map(|&s| {
+                        let v = match s {
+                            Special::Tid => iw.first_tid + l,
+                            Special::Ntid => block,
+                            Special::Ctaid => iw.cta,
+                            Special::Nctaid => launch.grid,
+                            _ => l,
+                        };
+                        (s, v as u32)
+                    })
+                    .collect();
+                values.extend(launch.params.iter().enumerate().map(|(i, &v)| (Special::Param(i as u8), v)));
+                for (s, v) in values.into_iter().filter(|&(_, v)| v != 0) {
+                    let key = thread * self.c.rows + self.c.special_row(s);
+                    self.token(&Token {
+                        pending: Pending { reg: Some((key, v)), ..Pending::default() },
+                        ..Token::default()
+                    })?;
+                }
+            }
+            warps.push(WarpCtl { cta: iw.cta, first_tid: iw.first_tid, stack: iw.stack.clone(), at_barrier: false });
+        }
+        // EXEC.
+        let mut pending = Pending::default();
+        let mut current = 0;
+        let mut records = Vec::new();
+        while current < warps.len() {
+            let step = records.len() as u64;
+            if step >= limit {
+                return Err(MachineError::StepLimit(limit).into());
+            }
+            let w = &warps[current];
+            let Some(&Entry { pc, mask, .. }) = w.stack.last() else { break };
+            if pc >= program.blocks.len() {
+                return Err(MachineError::PcOutOfRom { warp: current, pc, blocks: program.blocks.len() }.into());
+            }
+            let lanes: Vec<usize> = (0..spec.lanes).filter(|l| mask & (1 << l) != 0).collect();
+            let (cta, first) = (w.cta, current * spec.lanes);
+            let mut last: Vec<Out> = Vec::new();
+            for slot in 0..spec.block_len {
+                last.clear();
+                for &l in &lanes {
+                    let out = self.token(&Token {
+                        exec: Some((first + l, cta, self.c.rom_row(pc, slot), 0)),
+                        pending,
+                        ..Token::default()
+                    })?;
+                    pending = out.pending;
+                    last.push(out);
+                }
+                if matches!(last[0].op, Some(Op::Shfl(_))) {
+                    for &l in &lanes {
+                        let out = self.token(&Token {
+                            exec: Some((first + l, cta, self.c.rom_row(pc, slot), 1)),
+                            pending,
+                            ..Token::default()
+                        })?;
+                        pending = out.pending;
+                    }
+                }
+                if last[0].end {
+                    break;
+                }
+            }
+            // The block's terminator, as the interpreter applies it.
+            let w = &mut warps[current];
+            let top = w.stack.len() - 1;
+            w.stack[top].pc = pc + 1;
+            let mut exited = 0u32;
+            match last[0].op {
+                Some(Op::Bra) => {
+                    let mut taken = 0u32;
+                    for (o, &l) in last.iter().zip(&lanes) {
+                        match o.taken {
+                            Some(true) => taken |= 1 << l,
+                            Some(false) => {}
+                            None => return Err(RunError::Program("a branch without an outcome".into())),
+                        }
+                    }
+                    let not_taken = mask & !taken;
+                    if not_taken == 0 {
+                        w.stack[top].pc = last[0].target;
+                    } else if taken != 0 {
+                        let join = Some(last[0].join);
+                        w.stack[top].pc = last[0].join;
+                        w.stack.push(Entry { pc: pc + 1, join, mask: not_taken });
+                        w.stack.push(Entry { pc: last[0].target, join, mask: taken });
+                    }
+                }
+                Some(Op::Bar) => w.at_barrier = true,
+                Some(Op::Exit) => exited = mask,
+                _ => {}
+            }
+            for e in &mut w.stack {
+                e.mask &= !exited;
+            }
+            while let Some(top) = w.stack.last() {
+                if top.mask != 0 && Some(top.pc) != top.join {
+                    break;
+                }
+                w.stack.pop();
+            }
+            let record = StepRecord { warp: current, block: pc, mask };
+            current = schedule(&mut warps, current);
+            records.push(record);
+            self.lockstep(&mut m, &warps, record, &pending, step)?;
+        }
+        // VAL: read every global word back (the first also applies the last pending writes).
+        let mut global = Vec::with_capacity(spec.global_words);
+        for i in 0..spec.global_words {
+            let out = self.token(&Token { pending, query: Some(i), ..Token::default() })?;
+            pending = Pending::default();
+            global.push(out.val.ok_or_else(|| RunError::Program(alloc::format!("no VAL for word {i}")))?);
+        }
+        Ok(Report { steps: records.len() as u64, tokens: self.tokens - start, global, records })
+    }
+
+    fn lockstep(
+        &self,
+        m: &mut Machine,
+        warps: &[WarpCtl],
+        record: StepRecord,
+        pending: &Pending,
+        step: u64,
+    ) -> Result<(), RunError> {
+        let bad = |what: String| Err(RunError::Lockstep { step, what });
+        let want = m.step()?;
+        if want != Some(record) {
+            return bad(alloc::format!("ran {record:?}, the interpreter {want:?}"));
+        }
+        let with = |w: Option<(usize, u32)>, row: usize, v: Option<u32>| match w {
+            Some((k, x)) if k == row => Some(x),
+            _ => v,
+        };
+        let spec = self.c.spec;
+        let iw = &m.warps[record.warp];
+        for l in 0..spec.lanes {
+            for r in 0..spec.regs {
+                let row = (record.warp * spec.lanes + l) * self.c.rows + r;
+                for (copy, &h) in self.c.heads.regs.iter().enumerate() {
+                    let got = with(pending.reg, row, row_word(self.head(h), row));
+                    if got != Some(iw.regs[l][r]) {
+                        return bad(alloc::format!(
+                            "warp {} lane {l} r{r} (copy {copy}): {got:?}, want {}",
+                            record.warp,
+                            iw.regs[l][r]
+                        ));
+                    }
+                }
+            }
+        }
+        for (i, &want) in m.global.iter().enumerate() {
+            let got = with(pending.global, i, row_word(self.head(self.c.heads.global), i));
+            if got != Some(want) {
+                return bad(alloc::format!("global word {i}: {got:?}, want {want}"));
+            }
+        }
+        let cta = warps[record.warp].cta;
+        if m.warps.get(m.current).is_some_and(|w| w.cta == cta) {
+            for (i, &want) in m.shared.iter().enumerate() {
+                let row = cta * spec.shared_words + i;
+                let got = with(pending.shared, row, row_word(self.head(self.c.heads.shared), row));
+                if got != Some(want) {
+                    return bad(alloc::format!("shared word {i} of CTA {cta}: {got:?}, want {want}"));
+                }
+            }
+        }
+        for (w, (ours, theirs)) in warps.iter().zip(&m.warps).enumerate() {
+            if ours.stack != theirs.stack || ours.first_tid != theirs.first_tid {
+                return bad(alloc::format!("warp {w}'s SIMT stack {:?}, want {:?}", ours.stack, theirs.stack));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The interpreter's scheduling rule (see `interp::Machine::schedule`).
+fn schedule(warps: &mut [WarpCtl], current: usize) -> usize {
+    let w = &warps[current];
+    if !w.stack.is_empty() && !w.at_barrier {
+        return current;
+    }
+    let cta = w.cta;
+    let in_cta: Vec<usize> = (0..warps.len()).filter(|&i| warps[i].cta == cta).collect();
+    let live: Vec<usize> = in_cta.iter().copied().filter(|&i| !warps[i].stack.is_empty()).collect();
+    if let Some(&i) = live.iter().find(|&&i| i > current && !warps[i].at_barrier) {
+        i
+    } else if let Some(&i) = live.iter().find(|&&i| !warps[i].at_barrier) {
+        i
+    } else if let Some(&first) = live.first() {
+        for &i in &live {
+            warps[i].at_barrier = false;
+        }
+        first
+    } else {
+        in_cta.last().map(|&i| i + 1).unwrap_or(warps.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::qwengpu::isa::MachineSpec;
+    use crate::qwengpu::suite::kernels;
+
+    #[test]
+    fn suite_kernels_run_on_the_compiled_layers_in_lockstep() {
+        let spec = MachineSpec::default();
+        let c = Compiled::new(spec).unwrap();
+        let mut r = Runner::new(c);
+        let names: Vec<String> =
+            std::env::var("QWENGPU_KERNELS").map(|s| s.split(',').map(String::from).collect()).unwrap_or_default();
+        let mut failed = Vec::new();
+        for k in kernels().into_iter().filter(|k| names.is_empty() || names.iter().any(|n| n == k.name)) {
+            let (kernel, p, _) = k.machine(k.ptx, &spec).unwrap();
+            match r.launch(&kernel.program, &p.memory, &p.launch, 100_000) {
+                Ok(report) if p.read_arrays(&report.global) == k.expected(&p) => {
+                    std::println!("{:16} {} steps {} tokens", k.name, report.steps, report.tokens)
+                }
+                Ok(_) => failed.push(alloc::format!("{}: wrong arrays", k.name)),
+                Err(e) => failed.push(alloc::format!("{}: {e}", k.name)),
+            }
+        }
+        assert!(failed.is_empty(), "{}", failed.join("\n"));
+    }
+}
