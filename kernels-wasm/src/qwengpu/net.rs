@@ -234,87 +234,184 @@ fn add_column(cols: &mut Columns, s: &Stream, ch: usize, target: u32, w: f32) {
     cols[i].1[ch - at].push((target, w));
 }
 
-/// An MLP sublayer of AND units, stored by column.
+/// One condition of a unit as the executor tests it: its group, the listed channels (a range
+/// of `MlpLayer::offsets`, sorted offsets in the group) and their `W_gate` weight.
+#[derive(Debug, Clone, Copy)]
+struct Term {
+    group: u32,
+    first: u32,
+    len: u32,
+    w: f32,
+}
+
+/// An MLP sublayer of AND units. Each unit is filed under one *pivot*: its most selective `Any`
+/// condition. A unit whose pivot is cold misses a condition, so its gate is at most −128 and it
+/// contributes `silu = −0`; the executor evaluates only the units filed under hot channels
+/// (and those with no `Any` condition), each with its full gate. Units are stored in pivot
+/// order (a unit whose pivot lists several channels once under each), so the units one hot
+/// channel reaches lie side by side in memory.
 #[derive(Debug, Clone)]
 pub struct MlpLayer {
     pub units: usize,
-    /// `W_gate` per read group and channel: (unit, weight).
-    cols: Columns,
-    /// The weight on the constant channel, and the gate when every other channel is cold.
-    bias: Vec<f32>,
+    /// Per stored unit: its original index, all-cold gate, conditions
+    /// (`terms[unit_terms[i]..unit_terms[i + 1]]`) and written channels.
+    orig: Vec<u32>,
     base: Vec<f32>,
-    /// Units that fire with every channel cold (only `None` conditions).
-    always: Vec<u32>,
-    writes: Vec<Vec<u32>>,
-    /// Scratch: accumulated gate change per unit, and which units were reached.
-    acc: Vec<f32>,
-    reached: Vec<u32>,
+    unit_terms: Vec<u32>,
+    terms: Vec<Term>,
+    offsets: Vec<u16>,
+    write_at: Vec<u32>,
+    writes: Vec<u32>,
+    /// Per pivot group: its id and where its channels' ranges start in `starts`; channel o's
+    /// units are `starts[at + o]..starts[at + o + 1]`.
+    pivot: Vec<(u32, u32)>,
+    starts: Vec<u32>,
+    /// Stored units with no `Any` condition (they fire with every channel cold): the tail.
+    always: u32,
+    /// The weight on the constant channel, per original unit.
+    bias: Vec<f32>,
+    /// Units evaluated so far (for profiling).
+    pub evaluated: u64,
+}
+
+struct Prepared {
+    terms: Vec<(Term, Vec<u16>)>,
+    pivot: Option<usize>,
+    base: f32,
 }
 
 impl MlpLayer {
     pub fn new(s: &Stream, units: &[Unit]) -> MlpLayer {
-        let mut cols = Columns::new();
-        let (mut bias, mut base, mut always, mut writes) = (vec![], vec![], vec![], vec![]);
-        for (u, unit) in units.iter().enumerate() {
+        let mut prepared = Vec::with_capacity(units.len());
+        let mut bias = Vec::with_capacity(units.len());
+        for unit in units {
             // Weight ±128 on each listed channel; the constant puts the all-hit gate at 128.
             let (mut all_cold, mut any) = (0.0f32, 0usize);
+            let mut terms: Vec<(Term, Vec<u16>)> = Vec::new();
+            let mut best: Option<(f32, usize)> = None;
             for c in &unit.conds {
                 let (chans, w) = match c {
-                    Cond::Any(ch) => {
-                        any += 1;
-                        (ch, 128.0)
-                    }
+                    Cond::Any(ch) => (ch, 128.0),
                     Cond::None(ch) => (ch, -128.0),
                 };
-                for &ch in chans {
-                    add_column(&mut cols, s, ch, u as u32, w);
-                    all_cold -= w;
+                let g = chans.first().map(|&ch| s.group_of[ch] as usize).unwrap_or(0);
+                assert!(chans.iter().all(|&ch| s.group_of[ch] as usize == g), "a condition spans groups");
+                let at = s.groups[g].1;
+                let mut offsets: Vec<u16> = chans.iter().map(|&ch| (ch - at) as u16).collect();
+                offsets.sort_unstable();
+                all_cold -= w * chans.len() as f32;
+                if matches!(c, Cond::Any(_)) {
+                    any += 1;
+                    let selectivity = chans.len() as f32 / s.groups[g].2 as f32;
+                    if best.is_none_or(|(b, _)| selectivity < b) {
+                        best = Some((selectivity, terms.len()));
+                    }
                 }
+                terms.push((Term { group: g as u32, first: 0, len: offsets.len() as u32, w }, offsets));
             }
             // All hit: every Any list has one hot channel (+256 each from all cold).
             let b = 128.0 - 256.0 * any as f32 - all_cold;
             bias.push(b);
-            base.push(b + all_cold);
-            if any == 0 {
-                always.push(u as u32);
-            }
-            writes.push(unit.writes.iter().map(|&c| c as u32).collect());
+            prepared.push(Prepared { terms, pivot: best.map(|b| b.1), base: b + all_cold });
         }
-        let n = units.len();
-        MlpLayer { units: n, cols, bias, base, always, writes, acc: vec![0.0; n], reached: Vec::new() }
+        // Pivot order: (group, channel) → units.
+        let mut filed: Vec<(u32, u16, u32)> = Vec::new();
+        let mut always = Vec::new();
+        for (u, p) in prepared.iter().enumerate() {
+            match p.pivot {
+                Some(t) => filed.extend(p.terms[t].1.iter().map(|&o| (p.terms[t].0.group, o, u as u32))),
+                None => always.push(u as u32),
+            }
+        }
+        filed.sort_unstable();
+        let mut layer = MlpLayer {
+            units: units.len(),
+            orig: vec![],
+            base: vec![],
+            unit_terms: vec![0],
+            terms: vec![],
+            offsets: vec![],
+            write_at: vec![0],
+            writes: vec![],
+            pivot: vec![],
+            starts: vec![],
+            always: 0,
+            bias,
+            evaluated: 0,
+        };
+        let mut i = 0;
+        while i < filed.len() {
+            let g = filed[i].0;
+            let at = layer.starts.len() as u32;
+            layer.pivot.push((g, at));
+            for o in 0..s.groups[g as usize].2 as u16 {
+                layer.starts.push(layer.orig.len() as u32);
+                while i < filed.len() && filed[i].0 == g && filed[i].1 == o {
+                    layer.store(&prepared[filed[i].2 as usize], &units[filed[i].2 as usize], filed[i].2);
+                    i += 1;
+                }
+            }
+            layer.starts.push(layer.orig.len() as u32);
+        }
+        layer.always = layer.orig.len() as u32;
+        for u in always {
+            layer.store(&prepared[u as usize], &units[u as usize], u);
+        }
+        layer
     }
 
-    /// Channels this layer's units write.
-    pub fn written(&self) -> impl Iterator<Item = usize> + '_ {
-        self.writes.iter().flatten().map(|&c| c as usize)
+    fn store(&mut self, p: &Prepared, unit: &Unit, u: u32) {
+        self.orig.push(u);
+        self.base.push(p.base);
+        for (t, o) in &p.terms {
+            self.terms.push(Term { first: self.offsets.len() as u32, ..*t });
+            self.offsets.extend(o);
+        }
+        self.unit_terms.push(self.terms.len() as u32);
+        self.writes.extend(unit.writes.iter().map(|&c| c as u32));
+        self.write_at.push(self.writes.len() as u32);
+    }
+
+    /// Groups the pivots lie in.
+    pub fn pivot_groups(&self) -> usize {
+        self.pivot.len()
+    }
+
+    /// `W_gate·n` of stored unit `i`: the all-cold gate plus 2w for each listed channel that is hot.
+    fn gate(&self, i: usize, st: &State) -> f32 {
+        let terms = &self.terms[self.unit_terms[i] as usize..self.unit_terms[i + 1] as usize];
+        terms.iter().fold(self.base[i], |g, t| match st.hot[t.group as usize] {
+            Some(h) if self.offsets[t.first as usize..(t.first + t.len) as usize].binary_search(&h).is_ok() => {
+                g + 2.0 * t.w
+            }
+            _ => g,
+        })
     }
 
     pub fn forward(&mut self, s: &Stream, st: &mut State, layer: usize) -> Result<(), StreamError> {
-        for (g, chans) in &self.cols {
-            if let Some(h) = st.hot[*g] {
-                for &(u, w) in &chans[h as usize] {
-                    if self.acc[u as usize] == 0.0 {
-                        self.reached.push(u);
-                    }
-                    // A channel going from −1 to +1 changes the gate by 2w.
-                    self.acc[u as usize] += 2.0 * w;
+        let mut fired: Vec<(u32, f32)> = Vec::new();
+        let mut eval = |range: core::ops::Range<usize>, st: &State| {
+            for i in range {
+                // W_up is the constant channel: up = 1.
+                let h = silu(self.gate(i, st)) * 1.0;
+                if h != 0.0 {
+                    fired.push((i as u32, h));
                 }
             }
-        }
-        let mut fired: Vec<(u32, f32)> = Vec::new();
-        for &u in self.reached.iter().chain(&self.always) {
-            let gate = self.base[u as usize] + self.acc[u as usize];
-            // W_up is the constant channel: up = 1.
-            let h = silu(gate) * 1.0;
-            if h != 0.0 {
-                fired.push((u, h));
+        };
+        let mut n = self.orig.len() - self.always as usize;
+        for &(g, at) in &self.pivot {
+            if let Some(h) = st.hot[g as usize] {
+                let k = (at + h as u32) as usize;
+                let range = self.starts[k] as usize..self.starts[k + 1] as usize;
+                n += range.len();
+                eval(range, st);
             }
         }
-        for u in self.reached.drain(..) {
-            self.acc[u as usize] = 0.0;
-        }
-        for (u, h) in fired {
-            for &c in &self.writes[u as usize] {
+        eval(self.always as usize..self.orig.len(), st);
+        self.evaluated += n as u64;
+        for (i, h) in fired {
+            for &c in &self.writes[self.write_at[i as usize] as usize..self.write_at[i as usize + 1] as usize] {
                 st.write(s, c as usize, h, layer)?;
             }
         }
@@ -325,17 +422,20 @@ impl MlpLayer {
     pub fn dense(&self, s: &Stream) -> Mlp {
         let (d, hidden) = (s.d, self.units);
         let (mut gate, mut up, mut down) = (vec![0.0; hidden * d], vec![0.0; hidden * d], vec![0.0; d * hidden]);
-        for (g, chans) in &self.cols {
-            for (i, col) in chans.iter().enumerate() {
-                for &(u, w) in col {
-                    gate[u as usize * d + s.groups[*g].1 + i] += w;
+        let mut done = vec![false; hidden];
+        for (i, &u) in self.orig.iter().enumerate() {
+            let u = u as usize;
+            if core::mem::replace(&mut done[u], true) {
+                continue;
+            }
+            for t in &self.terms[self.unit_terms[i] as usize..self.unit_terms[i + 1] as usize] {
+                for &o in &self.offsets[t.first as usize..(t.first + t.len) as usize] {
+                    gate[u * d + s.groups[t.group as usize].1 + o as usize] += t.w;
                 }
             }
-        }
-        for u in 0..hidden {
             gate[u * d] += self.bias[u];
             up[u * d] = 1.0;
-            for &c in &self.writes[u] {
+            for &c in &self.writes[self.write_at[i] as usize..self.write_at[i + 1] as usize] {
                 down[c as usize * hidden + u] = 1.0;
             }
         }
