@@ -36,6 +36,8 @@ enum Command {
 enum QwengpuCommand {
     /// CUDA C (clang-19) or PTX → the machine's ROM blocks, printed.
     Compile(native_host::qwengpu::CompileArgs),
+    /// The suite on the compiled layers (checked in lockstep, then timed): machine steps per second.
+    Bench(native_host::qwengpu::bench::Args),
 }
 
 #[derive(Subcommand)]
@@ -83,6 +85,7 @@ async fn main() -> Result<()> {
         Command::Ebpf(EbpfCommand::Run(args)) => native_host::ebpf::cli::run(args),
         Command::Ebpf(EbpfCommand::GenModel(args)) => native_host::ebpf::cli::gen_model(args),
         Command::Qwengpu(QwengpuCommand::Compile(args)) => native_host::qwengpu::compile(args),
+        Command::Qwengpu(QwengpuCommand::Bench(args)) => native_host::qwengpu::bench::run(args),
         Command::Probe => {
             let caps = probe::capabilities();
             native_host::say!("{}", serde_json::to_string_pretty(&caps)?);

@@ -204,6 +204,23 @@ pub struct Heads {
     pub shared: usize,
 }
 
+/// What the compiled machine is made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Summary {
+    /// Decoder layers (a DeltaNet token mixer and an MLP each, some of them empty).
+    pub decoder_layers: usize,
+    pub deltanet_heads: usize,
+    pub mlp_sublayers: usize,
+    pub hidden_units: usize,
+    /// The residual stream's width.
+    pub d_model: usize,
+    /// Parameters as dense Qwen3.5 matrices would hold them, and those that are not zero.
+    pub parameters: u64,
+    pub nonzero: u64,
+    /// Floats of recurrent state (every head's d_k × d_v).
+    pub state_floats: usize,
+}
+
 /// The compiled machine.
 pub struct Compiled {
     pub spec: MachineSpec,
@@ -244,6 +261,35 @@ impl Compiled {
     pub fn rom_row(&self, block: usize, slot: usize) -> usize {
         block * self.spec.block_len + slot
     }
+    pub fn summary(&self) -> Summary {
+        let d = self.stream.d;
+        let mut sum = Summary {
+            decoder_layers: self.depth,
+            deltanet_heads: 0,
+            mlp_sublayers: 0,
+            hidden_units: 0,
+            d_model: d,
+            parameters: 0,
+            nonzero: 0,
+            state_floats: 0,
+        };
+        for l in &self.layers {
+            sum.parameters += l.parameters(d) as u64;
+            sum.nonzero += l.nonzero() as u64;
+            match l {
+                Layer::Mem(h) => {
+                    sum.deltanet_heads += 1;
+                    sum.state_floats += h.state.len();
+                }
+                Layer::Mlp(m) => {
+                    sum.mlp_sublayers += 1;
+                    sum.hidden_units += m.units;
+                }
+            }
+        }
+        sum
+    }
+
     pub fn max_ctas(&self) -> usize {
         (self.spec.max_threads / self.spec.lanes).max(1)
     }

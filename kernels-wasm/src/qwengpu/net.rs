@@ -372,6 +372,21 @@ impl MlpLayer {
         self.write_at.push(self.writes.len() as u32);
     }
 
+    /// Nonzero weights: each unit's listed gate channels and constant, its up weight and the
+    /// channels it writes.
+    pub fn nonzero(&self) -> usize {
+        let mut done = vec![false; self.units];
+        let mut n = 0;
+        for (i, &u) in self.orig.iter().enumerate() {
+            if !core::mem::replace(&mut done[u as usize], true) {
+                let terms = &self.terms[self.unit_terms[i] as usize..self.unit_terms[i + 1] as usize];
+                n += terms.iter().map(|t| t.len as usize).sum::<usize>() + 2;
+                n += (self.write_at[i + 1] - self.write_at[i]) as usize;
+            }
+        }
+        n
+    }
+
     /// Groups the pivots lie in.
     pub fn pivot_groups(&self) -> usize {
         self.pivot.len()
@@ -627,7 +642,20 @@ impl MemLayer {
         net
     }
 
-    /// Parameters of the head as Qwen3.5 stores them (dense), and state floats.
+    /// Nonzero weights: q, k and v rows (their channel and the constant), z, b, the conv taps,
+    /// the norm and out_proj.
+    pub fn nonzero(&self) -> usize {
+        let entries = |c: &Columns| c.iter().map(|(_, ch)| ch.iter().map(Vec::len).sum::<usize>()).sum::<usize>();
+        2 * (entries(&self.query) + entries(&self.key) + entries(&self.value))
+            + self.d_v
+            + 1
+            + 2 * self.d_k
+            + self.d_v
+            + self.d_v
+            + self.out.len()
+    }
+
+    /// Parameters of the head as Qwen3.5 stores them (dense).
     pub fn parameters(&self, d_model: usize) -> usize {
         let (dk, dv) = (self.d_k, self.d_v);
         (2 * dk + dv) * d_model + dv * d_model + 2 * d_model + 2 + (2 * dk + dv) * CONV + dv + d_model * dv
@@ -645,6 +673,13 @@ impl Layer {
         match self {
             Layer::Mlp(l) => l.forward(s, st, layer),
             Layer::Mem(l) => l.forward(s, st, layer),
+        }
+    }
+
+    pub fn nonzero(&self) -> usize {
+        match self {
+            Layer::Mlp(l) => l.nonzero(),
+            Layer::Mem(l) => l.nonzero(),
         }
     }
 

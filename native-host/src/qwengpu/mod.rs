@@ -1,6 +1,8 @@
 //! `native-host qwengpu`: CUDA C → PTX with the host's clang-19, then PTX → qwenGPU machine
 //! blocks (`kernels_wasm::qwengpu::lower`), and runs on the reference interpreter.
 
+pub mod bench;
+
 use anyhow::{bail, Context, Result};
 use kernels_wasm::qwengpu::isa::MachineSpec;
 use kernels_wasm::qwengpu::lower::{compile as lower, Kernel};

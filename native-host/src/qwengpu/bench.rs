@@ -1,0 +1,99 @@
+//! `native-host qwengpu bench`: the suite's kernels on the compiled layers, one thread, as a
+//! table of machine steps per second (a step is one warp running one ROM block). Each kernel
+//! first runs once in lockstep with the interpreter (checked after every step), then is timed
+//! without the check.
+
+use anyhow::{bail, Context, Result};
+use kernels_wasm::qwengpu::compiled::Compiled;
+use kernels_wasm::qwengpu::isa::MachineSpec;
+use kernels_wasm::qwengpu::run::Runner;
+use kernels_wasm::qwengpu::suite::kernels;
+use std::time::Instant;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Kernels to run, comma-separated (default: the whole suite).
+    #[arg(long, value_delimiter = ',')]
+    kernels: Vec<String>,
+    /// Timed runs per kernel (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    reps: usize,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+pub fn run(args: Args) -> Result<()> {
+    if args.reps == 0 {
+        bail!("--reps must be at least 1");
+    }
+    let spec = MachineSpec::default();
+    let suite = kernels();
+    if let Some(bad) = args.kernels.iter().find(|n| !suite.iter().any(|k| k.name == n.as_str())) {
+        let names: Vec<&str> = suite.iter().map(|k| k.name).collect();
+        bail!("no kernel {bad:?} in the suite ({})", names.join(", "));
+    }
+    eprintln!("compiling the machine into layers …");
+    let t = Instant::now();
+    let compiled = Compiled::new(spec).context("compiling the machine")?;
+    let built = t.elapsed().as_secs_f64();
+    let s = compiled.summary();
+    println!(
+        "compiled machine: {} decoder layers ({} Gated DeltaNet heads, {} SwiGLU MLPs, {} hidden units), d_model {}",
+        s.decoder_layers, s.deltanet_heads, s.mlp_sublayers, s.hidden_units, s.d_model
+    );
+    println!(
+        "  parameters {:.3e} as dense matrices, {} nonzero; state {} floats ({:.1} MiB); built in {built:.2} s",
+        s.parameters as f64,
+        s.nonzero,
+        s.state_floats,
+        s.state_floats as f64 * 4.0 / (1 << 20) as f64
+    );
+    let mut runner = Runner::new(compiled);
+    println!(
+        "{:<18} {:>6} {:>7} {:>9} {:>9} {:>10}  lockstep",
+        "kernel", "steps", "tokens", "ms", "steps/s", "tokens/s"
+    );
+    let (mut steps, mut tokens, mut secs) = (0u64, 0u64, 0f64);
+    for k in suite.iter().filter(|k| args.kernels.is_empty() || args.kernels.iter().any(|n| n == k.name)) {
+        let (kernel, p, _) = k.machine(k.ptx, &spec).map_err(anyhow::Error::msg)?;
+        runner.lockstep = true;
+        let checked =
+            runner.launch(&kernel.program, &p.memory, &p.launch, 1_000_000).with_context(|| k.name.to_string())?;
+        if p.read_arrays(&checked.global) != k.expected(&p) {
+            bail!("{}: the arrays differ from the plain Rust version", k.name);
+        }
+        runner.lockstep = false;
+        let mut times = Vec::new();
+        let mut report = checked.clone();
+        for _ in 0..args.reps {
+            let t = Instant::now();
+            report = runner.launch(&kernel.program, &p.memory, &p.launch, 1_000_000)?;
+            times.push(t.elapsed().as_secs_f64());
+        }
+        let m = median(times);
+        println!(
+            "{:<18} {:>6} {:>7} {:>9.1} {:>9.0} {:>10.0}  bit-exact",
+            k.name,
+            report.steps,
+            report.tokens,
+            m * 1e3,
+            report.steps as f64 / m,
+            report.tokens as f64 / m
+        );
+        (steps, tokens, secs) = (steps + report.steps, tokens + report.tokens, secs + m);
+    }
+    println!(
+        "{:<18} {:>6} {:>7} {:>9.1} {:>9.0} {:>10.0}",
+        "all",
+        steps,
+        tokens,
+        secs * 1e3,
+        steps as f64 / secs,
+        tokens as f64 / secs
+    );
+    println!("(tokens include each launch's program image, inputs, special registers and VAL read-back)");
+    Ok(())
+}
