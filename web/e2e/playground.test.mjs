@@ -296,6 +296,42 @@ test('qwenGPU tab: a suite kernel lowers and runs in the page, stepped warp-bloc
   await page.close();
 });
 
+test('qwenGPU tab: a kernel runs on the compiled layers in the page, state rows beside the interpreter', async () => {
+  const page = await open(browser, '', '#qwengpu');
+  await page.waitForSelector('[data-testid=qwengpu-tab]');
+  // warp_scan has shuffles (two passes over the lanes) and divergence.
+  await page.selectOption('[data-testid=qwengpu-kernel]', { label: 'warp_scan' });
+  await page.click('[data-testid=qwengpu-layers-run]');
+  await page.waitForFunction(
+    () => !document.querySelector('[data-testid=qwengpu-layers-summary]').textContent.includes('not run yet'),
+    null,
+    { timeout: 120_000 },
+  );
+  const summary = await page.textContent('[data-testid=qwengpu-layers-summary]');
+  assert.match(summary, /decoder layers \(7 Gated DeltaNet heads, [0-9]+ SwiGLU MLPs/);
+  assert.match(summary, /bit-exact with the interpreter after every step; outputs equal the plain Rust version/);
+  assert.match(await page.textContent('[data-testid=qwengpu-layers-speed]'), /[0-9]+ steps\/s, [0-9]+ tokens\/s/);
+  assert.match(await page.textContent('[data-testid=qwengpu-layers-step]'), /step 0: warp 0 ran block 0 with lanes ■■■■/);
+  assert.equal((await page.$$('[data-testid=qwengpu-layers-lane]')).length, 4);
+  assert.equal((await page.$$('[data-testid=qwengpu-layers-registers] td.differs')).length, 0);
+  // Step to the end: every step's EXEC tokens are listed; some step writes registers.
+  const steps = Number((await page.textContent('[data-testid=qwengpu-layers] [data-testid=step-position]')).split('/')[1]);
+  assert.ok(steps > 10, `${steps} steps`);
+  let changed = 0;
+  for (let i = 1; i < steps; i++) {
+    await page.click('[data-testid=qwengpu-layers] [data-testid=step-next]');
+    assert.ok((await page.$$('[data-testid=qwengpu-layers-tokens] li')).length > 0);
+    changed += (await page.$$('[data-testid=qwengpu-layers-registers] td.changed')).length;
+    assert.equal((await page.$$('[data-testid=qwengpu-layers-registers] td.differs')).length, 0);
+  }
+  assert.ok(changed > 0);
+  assert.match(await page.textContent('[data-testid=qwengpu-layers-tokens]'), /EXEC thread [0-9]+ · ROM [0-9]+\.[0-9] · /);
+  assert.match(await page.textContent('[data-testid=qwengpu-layers-rom]'), /row 0 \(block 0 slot 0\): /);
+  await page.screenshot({ path: `${SHOTS}/qwengpu-layers.png`, fullPage: true });
+  page.assertNoErrors();
+  await page.close();
+});
+
 test('websockets without the token or from another origin are refused', async () => {
   const page = await open(browser);
   await bridgeState(page, 'connected');

@@ -274,7 +274,7 @@ impl Compiled {
             state_floats: 0,
         };
         for l in &self.layers {
-            sum.parameters += l.parameters(d) as u64;
+            sum.parameters += l.parameters(d);
             sum.nonzero += l.nonzero() as u64;
             match l {
                 Layer::Mem(h) => {

@@ -655,10 +655,10 @@ impl MemLayer {
             + self.out.len()
     }
 
-    /// Parameters of the head as Qwen3.5 stores them (dense).
-    pub fn parameters(&self, d_model: usize) -> usize {
-        let (dk, dv) = (self.d_k, self.d_v);
-        (2 * dk + dv) * d_model + dv * d_model + 2 * d_model + 2 + (2 * dk + dv) * CONV + dv + d_model * dv
+    /// Parameters of the head as Qwen3.5 stores them (dense; u64: more than 2^32 on wasm32).
+    pub fn parameters(&self, d_model: usize) -> u64 {
+        let (d, dk, dv) = (d_model as u64, self.d_k as u64, self.d_v as u64);
+        (2 * dk + dv) * d + dv * d + 2 * d + 2 + (2 * dk + dv) * CONV as u64 + dv + d * dv
     }
 }
 
@@ -684,9 +684,9 @@ impl Layer {
     }
 
     /// Parameters as a model card counts them (dense matrices).
-    pub fn parameters(&self, d_model: usize) -> usize {
+    pub fn parameters(&self, d_model: usize) -> u64 {
         match self {
-            Layer::Mlp(l) => d_model + 3 * l.units * d_model,
+            Layer::Mlp(l) => d_model as u64 * (1 + 3 * l.units as u64),
             Layer::Mem(l) => l.parameters(d_model),
         }
     }

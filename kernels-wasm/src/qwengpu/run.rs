@@ -69,6 +69,45 @@ pub struct Runner {
     pub tokens: u64,
     /// Check every step against the interpreter (on by default).
     pub lockstep: bool,
+    /// Record a [`StepView`] per step (for the playground).
+    pub views: bool,
+}
+
+/// One token of a step, as its input and output records say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenView {
+    pub thread: usize,
+    pub block: usize,
+    pub slot: usize,
+    /// 1 for a shuffle's second token (the temporary moved into d).
+    pub phase: usize,
+    pub op: Option<Op>,
+    /// The writes its output record carries to the next token.
+    pub writes: Pending,
+}
+
+/// One step as the state rows show it afterwards.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepView {
+    pub record: StepRecord,
+    /// The warp's registers decoded from the register file's rows (`[lane][r]`).
+    pub regs: Vec<Vec<u32>>,
+    /// Global memory decoded from its rows, and the running CTA's shared memory.
+    pub global: Vec<u32>,
+    pub shared: Vec<u32>,
+    /// The SIMT stack, as the host's sequencer keeps it (not yet in state rows).
+    pub stack: Vec<Entry>,
+    pub tokens: Vec<TokenView>,
+}
+
+/// A launch's tokens by kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TokenCounts {
+    pub image: u64,
+    pub inputs: u64,
+    pub specials: u64,
+    pub exec: u64,
+    pub val: u64,
 }
 
 fn row_word(head: &MemLayer, row: usize) -> Option<u32> {
@@ -82,7 +121,7 @@ fn row_word(head: &MemLayer, row: usize) -> Option<u32> {
 impl Runner {
     pub fn new(c: Compiled) -> Runner {
         let st = State::new(&c.stream);
-        Runner { c, st, tokens: 0, lockstep: true }
+        Runner { c, st, tokens: 0, lockstep: true, views: false }
     }
 
     fn head(&self, i: usize) -> &MemLayer {
@@ -158,6 +197,13 @@ impl Runner {
     }
 }
 
+fn with_pending(w: Option<(usize, u32)>, row: usize, v: Option<u32>) -> Option<u32> {
+    match w {
+        Some((k, x)) if k == row => Some(x),
+        _ => v,
+    }
+}
+
 /// A warp as the host's sequencer keeps it.
 #[derive(Debug, Clone)]
 struct WarpCtl {
@@ -168,12 +214,14 @@ struct WarpCtl {
 }
 
 /// What a launch did on the compiled layers.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Report {
     pub steps: u64,
     pub tokens: u64,
+    pub counts: TokenCounts,
     pub global: Vec<u32>,
     pub records: Vec<StepRecord>,
+    pub views: Vec<StepView>,
 }
 
 impl Runner {
@@ -214,10 +262,12 @@ impl Runner {
                 image.push((self.c.rom_row(b, i), hot));
             }
         }
+        let mut counts = TokenCounts { image: image.len() as u64, ..TokenCounts::default() };
         for rom in image {
             self.token(&Token { rom: Some(rom), ..Token::default() })?;
         }
         for (i, &v) in input.iter().enumerate().filter(|(_, &v)| v != 0) {
+            counts.inputs += 1;
             self.token(&Token { pending: Pending { global: Some((i, v)), ..Pending::default() }, ..Token::default() })?;
         }
         let block = launch.block.next_multiple_of(spec.lanes);
@@ -240,6 +290,7 @@ impl Runner {
                     .collect();
                 values.extend(launch.params.iter().enumerate().map(|(i, &v)| (Special::Param(i as u8), v)));
                 for (s, v) in values.into_iter().filter(|&(_, v)| v != 0) {
+                    counts.specials += 1;
                     let key = thread * self.c.rows + self.c.special_row(s);
                     self.token(&Token {
                         pending: Pending { reg: Some((key, v)), ..Pending::default() },
@@ -253,6 +304,8 @@ impl Runner {
         let mut pending = Pending::default();
         let mut current = 0;
         let mut records = Vec::new();
+        let mut views = Vec::new();
+        let exec_start = self.tokens;
         while current < warps.len() {
             let step = records.len() as u64;
             if step >= limit {
@@ -266,25 +319,31 @@ impl Runner {
             let lanes: Vec<usize> = (0..spec.lanes).filter(|l| mask & (1 << l) != 0).collect();
             let (cta, first) = (w.cta, current * spec.lanes);
             let mut last: Vec<Out> = Vec::new();
+            let mut seen = Vec::new();
             for slot in 0..spec.block_len {
                 last.clear();
-                for &l in &lanes {
-                    let out = self.token(&Token {
-                        exec: Some((first + l, cta, self.c.rom_row(pc, slot), 0)),
-                        pending,
-                        ..Token::default()
-                    })?;
-                    pending = out.pending;
-                    last.push(out);
-                }
-                if matches!(last[0].op, Some(Op::Shfl(_))) {
+                // A shuffle takes a second pass over the lanes (phase 1: the temporary into d).
+                for phase in 0..2 {
+                    if phase == 1 && !matches!(last[0].op, Some(Op::Shfl(_))) {
+                        break;
+                    }
                     for &l in &lanes {
-                        let out = self.token(&Token {
-                            exec: Some((first + l, cta, self.c.rom_row(pc, slot), 1)),
-                            pending,
-                            ..Token::default()
-                        })?;
+                        let exec = (first + l, cta, self.c.rom_row(pc, slot), phase);
+                        let out = self.token(&Token { exec: Some(exec), pending, ..Token::default() })?;
                         pending = out.pending;
+                        if self.views {
+                            seen.push(TokenView {
+                                thread: first + l,
+                                block: pc,
+                                slot,
+                                phase,
+                                op: out.op,
+                                writes: pending,
+                            });
+                        }
+                        if phase == 0 {
+                            last.push(out);
+                        }
                     }
                 }
                 if last[0].end {
@@ -332,10 +391,15 @@ impl Runner {
             let record = StepRecord { warp: current, block: pc, mask };
             current = schedule(&mut warps, current);
             records.push(record);
+            if self.views {
+                views.push(self.view(&warps, record, &pending, seen));
+            }
             if self.lockstep {
                 self.lockstep(&mut m, &warps, record, &pending, step)?;
             }
         }
+        counts.exec = self.tokens - exec_start;
+        counts.val = spec.global_words as u64;
         // VAL: read every global word back (the first also applies the last pending writes).
         let mut global = Vec::with_capacity(spec.global_words);
         for i in 0..spec.global_words {
@@ -343,7 +407,48 @@ impl Runner {
             pending = Pending::default();
             global.push(out.val.ok_or_else(|| RunError::Program(alloc::format!("no VAL for word {i}")))?);
         }
-        Ok(Report { steps: records.len() as u64, tokens: self.tokens - start, global, records })
+        Ok(Report { steps: records.len() as u64, tokens: self.tokens - start, counts, global, records, views })
+    }
+
+    /// A register-file copy's word for `row`, with the in-flight write applied.
+    fn reg_value(&self, copy: usize, row: usize, pending: &Pending) -> Option<u32> {
+        with_pending(pending.reg, row, row_word(self.head(self.c.heads.regs[copy]), row))
+    }
+
+    fn global_value(&self, i: usize, pending: &Pending) -> Option<u32> {
+        with_pending(pending.global, i, row_word(self.head(self.c.heads.global), i))
+    }
+
+    fn shared_value(&self, row: usize, pending: &Pending) -> Option<u32> {
+        with_pending(pending.shared, row, row_word(self.head(self.c.heads.shared), row))
+    }
+
+    fn view(&self, warps: &[WarpCtl], record: StepRecord, pending: &Pending, tokens: Vec<TokenView>) -> StepView {
+        let spec = self.c.spec;
+        let regs = (0..spec.lanes)
+            .map(|l| {
+                let base = (record.warp * spec.lanes + l) * self.c.rows;
+                (0..spec.regs).map(|r| self.reg_value(0, base + r, pending).unwrap_or(u32::MAX)).collect()
+            })
+            .collect();
+        let global = (0..spec.global_words).map(|i| self.global_value(i, pending).unwrap_or(u32::MAX)).collect();
+        let cta = warps[record.warp].cta;
+        let shared = (0..spec.shared_words)
+            .map(|i| self.shared_value(cta * spec.shared_words + i, pending).unwrap_or(u32::MAX))
+            .collect();
+        StepView { record, regs, global, shared, stack: warps[record.warp].stack.clone(), tokens }
+    }
+
+    /// The opcode each ROM row holds, decoded from the ROM head's state rows.
+    pub fn rom_ops(&self) -> Vec<Option<Op>> {
+        let head = self.head(self.c.heads.rom);
+        let n = self.c.ops.len();
+        (0..self.c.rom_rows)
+            .map(|row| {
+                let hot: Vec<usize> = (0..n).filter(|&i| head.row(row)[i] == M).collect();
+                (hot.len() == 1).then(|| self.c.ops[hot[0]])
+            })
+            .collect()
     }
 
     fn lockstep(
@@ -359,17 +464,13 @@ impl Runner {
         if want != Some(record) {
             return bad(alloc::format!("ran {record:?}, the interpreter {want:?}"));
         }
-        let with = |w: Option<(usize, u32)>, row: usize, v: Option<u32>| match w {
-            Some((k, x)) if k == row => Some(x),
-            _ => v,
-        };
         let spec = self.c.spec;
         let iw = &m.warps[record.warp];
         for l in 0..spec.lanes {
             for r in 0..spec.regs {
                 let row = (record.warp * spec.lanes + l) * self.c.rows + r;
-                for (copy, &h) in self.c.heads.regs.iter().enumerate() {
-                    let got = with(pending.reg, row, row_word(self.head(h), row));
+                for copy in 0..self.c.heads.regs.len() {
+                    let got = self.reg_value(copy, row, pending);
                     if got != Some(iw.regs[l][r]) {
                         return bad(alloc::format!(
                             "warp {} lane {l} r{r} (copy {copy}): {got:?}, want {}",
@@ -381,7 +482,7 @@ impl Runner {
             }
         }
         for (i, &want) in m.global.iter().enumerate() {
-            let got = with(pending.global, i, row_word(self.head(self.c.heads.global), i));
+            let got = self.global_value(i, pending);
             if got != Some(want) {
                 return bad(alloc::format!("global word {i}: {got:?}, want {want}"));
             }
@@ -390,7 +491,7 @@ impl Runner {
         if m.warps.get(m.current).is_some_and(|w| w.cta == cta) {
             for (i, &want) in m.shared.iter().enumerate() {
                 let row = cta * spec.shared_words + i;
-                let got = with(pending.shared, row, row_word(self.head(self.c.heads.shared), row));
+                let got = self.shared_value(row, pending);
                 if got != Some(want) {
                     return bad(alloc::format!("shared word {i} of CTA {cta}: {got:?}, want {want}"));
                 }

@@ -1,9 +1,11 @@
 //! The qwenGPU tab's model: a kernel of the suite (or edited PTX) lowered and run on the
 //! reference interpreter, one snapshot per machine step for the stepper.
 
+use kernels_wasm::qwengpu::compiled::{Op, Summary};
 use kernels_wasm::qwengpu::interp::{Entry, StepRecord};
 use kernels_wasm::qwengpu::isa::{Inst, MachineSpec, Program};
 use kernels_wasm::qwengpu::lower::Kernel;
+use kernels_wasm::qwengpu::run::{Report, Runner};
 use kernels_wasm::qwengpu::suite::SuiteKernel;
 
 /// Steps recorded for the stepper (a run longer than this is refused, not truncated).
@@ -90,6 +92,55 @@ pub fn listing(program: &Program, lines: &[usize]) -> Vec<String> {
         .collect()
 }
 
+/// A run on the compiled layers: checked against the interpreter after every step (with a view
+/// of the state rows per step), then timed without the check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayersRun {
+    pub summary: Summary,
+    pub report: Report,
+    /// The interpreter's snapshots for the same steps, shown beside the state rows.
+    pub interpreter: Vec<Snapshot>,
+    pub rom_ops: Vec<Option<Op>>,
+    pub rom_rows: usize,
+    /// Register rows per thread (a write's row key is thread × this + row) and ROM slots per block.
+    pub reg_rows: usize,
+    pub block_len: usize,
+    /// The timed run's milliseconds.
+    pub ms: f64,
+    pub arrays_equal: bool,
+}
+
+/// Runs `ptx` with `k`'s launch and inputs on the compiled machine in `runner`; `now` is a
+/// millisecond clock.
+pub fn layers_run(
+    runner: &mut Runner,
+    k: &SuiteKernel,
+    ptx: &str,
+    mut now: impl FnMut() -> f64,
+) -> Result<LayersRun, String> {
+    let t = trace(k, ptx)?;
+    let p = k.prepare();
+    let program = &t.kernel.program;
+    (runner.lockstep, runner.views) = (true, true);
+    let report = runner.launch(program, &p.memory, &p.launch, MAX_STEPS as u64).map_err(|e| e.to_string())?;
+    let rom_ops = runner.rom_ops();
+    (runner.lockstep, runner.views) = (false, false);
+    let start = now();
+    runner.launch(program, &p.memory, &p.launch, MAX_STEPS as u64).map_err(|e| e.to_string())?;
+    let ms = now() - start;
+    Ok(LayersRun {
+        summary: runner.c.summary(),
+        arrays_equal: p.read_arrays(&report.global) == t.expected,
+        report,
+        interpreter: t.snapshots,
+        rom_ops,
+        rom_rows: runner.c.rom_rows,
+        reg_rows: runner.c.rows,
+        block_len: runner.c.spec.block_len,
+        ms,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,5 +162,34 @@ mod tests {
         // Edited PTX that the machine cannot run is refused with its line.
         let err = trace(&k, &k.ptx.replacen("add.s32", "add.f32", 1)).unwrap_err();
         assert!(err.contains("PTX line") && err.contains("floating point"), "{err}");
+    }
+
+    /// The compiled layers' run of a kernel with a shuffle and divergence: every step's view of
+    /// the state rows equals the interpreter's registers and memory, and the ROM rows decode to
+    /// the program's opcodes.
+    #[test]
+    fn the_layers_run_shows_state_rows_equal_to_the_interpreter() {
+        let spec = MachineSpec::default();
+        let mut runner = Runner::new(kernels_wasm::qwengpu::compiled::Compiled::new(spec).unwrap());
+        let k = kernels().into_iter().find(|k| k.name == "warp_scan").unwrap();
+        let mut clock = 0.0;
+        let r = layers_run(&mut runner, &k, k.ptx, || {
+            clock += 1.0;
+            clock
+        })
+        .unwrap();
+        assert!(r.arrays_equal);
+        assert_eq!(r.report.views.len(), r.interpreter.len());
+        for (v, s) in r.report.views.iter().zip(&r.interpreter) {
+            assert_eq!((v.record, &v.regs, &v.global, &v.stack), (s.record, &s.regs, &s.global, &s.stack));
+        }
+        assert!(r.report.views.iter().any(|v| v.tokens.iter().any(|t| t.phase == 1)), "a shuffle's second pass");
+        let t = trace(&k, k.ptx).unwrap();
+        for (b, block) in t.kernel.program.blocks.iter().enumerate() {
+            assert!(r.rom_ops[b * spec.block_len].is_some(), "block {b}");
+            assert_eq!(block.len() > 1, r.rom_ops[b * spec.block_len + 1].is_some(), "block {b}");
+        }
+        assert_eq!(r.summary.deltanet_heads, 7);
+        assert_eq!(r.ms, 1.0);
     }
 }

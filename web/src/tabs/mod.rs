@@ -5,6 +5,7 @@ pub mod components;
 pub mod ebpf;
 pub mod esp32;
 pub mod qwengpu;
+pub mod qwengpu_layers;
 
 use leptos::prelude::*;
 

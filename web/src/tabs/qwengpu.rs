@@ -4,6 +4,7 @@
 
 use crate::components::{Heatmap, StepControls};
 use crate::logic::qwengpu::{lanes, listing, trace, Trace};
+use crate::tabs::qwengpu_layers::LayersPanel;
 use kernels_wasm::qwengpu::suite::kernels;
 use leptos::prelude::*;
 
@@ -109,9 +110,8 @@ pub fn QwenGpuTab() -> impl IntoView {
                 "The machine: 4 lanes, 15 registers per lane, a ROM of 32 blocks of up to 4 instructions, 126 words of "
                 "global memory, shared memory, atomics, warp shuffles, barriers, and divergent branches that reconverge at "
                 "their immediate post-dominator. clang-19 compiled each kernel to PTX (committed beside it); this page "
-                "lowers the PTX itself and runs it on the reference interpreter. The compiled layers — the same machine as "
-                "Gated DeltaNet and SwiGLU weights — are being built (issue #5): so far the memory, as DeltaNet state rows "
-                "that every nonlinearity leaves exact."
+                "lowers the PTX itself and runs it on the reference interpreter, and on the machine compiled into Gated "
+                "DeltaNet and SwiGLU layers (below), checked against the interpreter after every step."
             </p>
             <div class="controls">
                 <label>
@@ -155,6 +155,7 @@ pub fn QwenGpuTab() -> impl IntoView {
                 </div>
                 <Heatmap rows=9 cols=14 values=memory label="global memory: 126 words" width=420 />
             </div>
+            <LayersPanel suite=suite chosen=chosen ptx=ptx />
         </section>
     }
 }

@@ -1,0 +1,244 @@
+//! The qwenGPU tab's compiled-layers panel: the chosen kernel run on the machine compiled into
+//! Gated DeltaNet and SwiGLU layers, in this page (wasm). Per step: the registers and memory
+//! words decoded from the DeltaNet state rows beside the interpreter's (cells changed by the
+//! step and any difference marked), the step's EXEC tokens, and the ROM rows decoded.
+
+use crate::components::StepControls;
+use crate::logic::qwengpu::{lanes, layers_run, LayersRun};
+use kernels_wasm::qwengpu::compiled::Compiled;
+use kernels_wasm::qwengpu::isa::MachineSpec;
+use kernels_wasm::qwengpu::run::{Runner, TokenView};
+use kernels_wasm::qwengpu::suite::SuiteKernel;
+use leptos::prelude::*;
+use leptos::web_sys::window;
+
+fn token_line(t: &TokenView, rows: usize) -> String {
+    let op = t.op.map(|o| format!("{o:?}")).unwrap_or_else(|| "—".into());
+    let mut w = Vec::new();
+    if let Some((k, v)) = t.writes.reg {
+        w.push(format!("thread {} row {} := {}", k / rows, k % rows, v as i32));
+    }
+    if let Some((k, v)) = t.writes.global {
+        w.push(format!("global[{k}] := {}", v as i32));
+    }
+    if let Some((k, v)) = t.writes.shared {
+        w.push(format!("shared row {k} := {}", v as i32));
+    }
+    let phase = if t.phase == 1 { " (second pass)" } else { "" };
+    format!(
+        "EXEC thread {} · ROM {}.{} · {op}{phase} → {}",
+        t.thread,
+        t.block,
+        t.slot,
+        if w.is_empty() { "no write".into() } else { w.join(", ") }
+    )
+}
+
+#[component]
+pub fn LayersPanel(
+    suite: StoredValue<Vec<SuiteKernel>>,
+    chosen: RwSignal<usize>,
+    ptx: RwSignal<String>,
+) -> impl IntoView {
+    let runner = StoredValue::new_local(None::<Runner>);
+    let run = RwSignal::new(None::<Result<LayersRun, String>>);
+    let position = RwSignal::new(0usize);
+    // A new kernel or edited PTX makes the last run stale.
+    Effect::new(move |_| {
+        chosen.track();
+        ptx.track();
+        run.set(None);
+    });
+    let start = move |_| {
+        let now = || window().and_then(|w| w.performance()).map(|p| p.now()).unwrap_or(0.0);
+        let result = runner.try_update_value(|slot| {
+            if slot.is_none() {
+                *slot = Some(Runner::new(Compiled::new(MachineSpec::default()).map_err(|e| e.to_string())?));
+            }
+            let r = slot.as_mut().ok_or("no compiled machine")?;
+            suite.with_value(|s| layers_run(r, &s[chosen.get_untracked()], &ptx.get_untracked(), now))
+        });
+        position.set(0);
+        run.set(Some(result.unwrap_or_else(|| Err("the compiled machine is gone".into()))));
+    };
+    let ok = move || run.with(|r| r.as_ref().and_then(|r| r.as_ref().ok()).cloned());
+    let len = Signal::derive(move || {
+        run.with(|r| r.as_ref().and_then(|r| r.as_ref().ok()).map(|r| r.report.views.len()).unwrap_or(0))
+    });
+    let summary = move || {
+        run.with(|r| match r {
+            None => "not run yet".to_string(),
+            Some(Err(e)) => e.clone(),
+            Some(Ok(r)) => {
+                let s = r.summary;
+                format!(
+                    "{} decoder layers ({} Gated DeltaNet heads, {} SwiGLU MLPs, {} hidden units), d_model {}; {} nonzero weights \
+                     ({:.2e} as dense matrices); {} floats of DeltaNet state. {} steps, {} tokens (program image {}, inputs {}, \
+                     special registers {}, EXEC {}, VAL {}); bit-exact with the interpreter after every step; outputs {} the \
+                     plain Rust version.",
+                    s.decoder_layers,
+                    s.deltanet_heads,
+                    s.mlp_sublayers,
+                    s.hidden_units,
+                    s.d_model,
+                    s.nonzero,
+                    s.parameters as f64,
+                    s.state_floats,
+                    r.report.steps,
+                    r.report.tokens,
+                    r.report.counts.image,
+                    r.report.counts.inputs,
+                    r.report.counts.specials,
+                    r.report.counts.exec,
+                    r.report.counts.val,
+                    if r.arrays_equal { "equal" } else { "DIFFER from" }
+                )
+            }
+        })
+    };
+    let speed = move || {
+        ok().map(|r| {
+            let secs = (r.ms / 1e3).max(1e-9);
+            format!(
+                "in this page (wasm, one thread, without the check): {:.0} ms, {:.0} steps/s, {:.0} tokens/s",
+                r.ms,
+                r.report.steps as f64 / secs,
+                r.report.tokens as f64 / secs
+            )
+        })
+    };
+    let view_at = move || ok().and_then(|r| r.report.views.get(position.get()).cloned().map(|v| (r, v)));
+    let step_text = move || {
+        view_at().map(|(_, v)| {
+            format!(
+                "step {}: warp {} ran block {} with lanes {}",
+                position.get(),
+                v.record.warp,
+                v.record.block,
+                lanes(v.record.mask, 4)
+            )
+        })
+    };
+    let registers = move || {
+        view_at().map(|(r, v)| {
+            let i = position.get();
+            let before =
+                i.checked_sub(1).and_then(|p| r.report.views.get(p)).filter(|p| p.record.warp == v.record.warp);
+            let interp = r.interpreter.get(i).cloned();
+            v.regs
+                .iter()
+                .enumerate()
+                .map(|(lane, regs)| {
+                    let theirs = interp.as_ref().map(|s| s.regs[lane].clone()).unwrap_or_default();
+                    let cells = regs
+                        .iter()
+                        .enumerate()
+                        .map(|(k, &x)| {
+                            let changed = before.is_some_and(|b| b.regs[lane][k] != x);
+                            let differs = theirs.get(k) != Some(&x);
+                            view! { <td class="num" class:changed=changed class:differs=differs>{x as i32}</td> }
+                        })
+                        .collect_view();
+                    let interp_cells = theirs.iter().map(|&x| view! { <td class="num">{x as i32}</td> }).collect_view();
+                    view! {
+                        <tr data-testid="qwengpu-layers-lane"><th>{format!("lane {lane}: state rows")}</th>{cells}</tr>
+                        <tr class="interp"><th>"interpreter"</th>{interp_cells}</tr>
+                    }
+                })
+                .collect_view()
+        })
+    };
+    let memory = move || {
+        view_at().map(|(r, v)| {
+            let i = position.get();
+            let before = i.checked_sub(1).and_then(|p| r.report.views.get(p)).map(|p| p.global.clone());
+            let theirs = r.interpreter.get(i).map(|s| s.global.clone()).unwrap_or_default();
+            let changed: Vec<String> = v
+                .global
+                .iter()
+                .enumerate()
+                .filter(|(k, x)| before.as_ref().is_some_and(|b| b[*k] != **x))
+                .map(|(k, x)| format!("word {k} = {}", *x as i32))
+                .collect();
+            let differs = v.global != theirs;
+            format!(
+                "global memory rows written by this step: {}. All {} words {} the interpreter's.",
+                if changed.is_empty() { "none".into() } else { changed.join(", ") },
+                v.global.len(),
+                if differs { "DIFFER from" } else { "equal" }
+            )
+        })
+    };
+    let tokens = move || {
+        view_at().map(|(r, v)| {
+            let rows = r.reg_rows;
+            v.tokens.iter().map(|t| view! { <li>{token_line(t, rows)}</li> }).collect_view()
+        })
+    };
+    let stack = move || {
+        view_at().map(|(_, v)| {
+            v.stack
+                .iter()
+                .rev()
+                .map(|e| {
+                    let join = e.join.map(|j| j.to_string()).unwrap_or_else(|| "exit".into());
+                    view! { <li>{format!("pc {} → join {join}, lanes {}", e.pc, lanes(e.mask, 4))}</li> }
+                })
+                .collect_view()
+        })
+    };
+    let rom = move || {
+        ok().map(|r| {
+            r.rom_ops
+                .iter()
+                .enumerate()
+                .filter_map(|(row, op)| op.map(|o| (row, o)))
+                .map(|(row, o)| {
+                    let name = if row + 1 == r.rom_rows {
+                        "no-op row".to_string()
+                    } else {
+                        format!("block {} slot {}", row / r.block_len, row % r.block_len)
+                    };
+                    view! { <li>{format!("row {row} ({name}): {o:?}")}</li> }
+                })
+                .collect_view()
+        })
+    };
+
+    view! {
+        <div class="demo" data-testid="qwengpu-layers">
+            <h3>"Compiled layers"</h3>
+            <p>
+                "The same machine as Qwen3.5 decoder layers with computed weights: Gated DeltaNet heads whose state rows hold the "
+                "ROM, the register file (4 copies, one per read port), global and shared memory, and SwiGLU MLPs of AND units for "
+                "decoding, the ALU (add to divide, shifts, compares), shuffles and addressing. One token is one instruction for one "
+                "lane; each carries the previous token's writes. Which warp runs and the SIMT stack are still kept by the host "
+                "from the layers' outputs (branch outcome, target, join). The first run builds the layers (a few seconds)."
+            </p>
+            <button data-testid="qwengpu-layers-run" on:click=start>"run on the compiled layers"</button>
+            <p data-testid="qwengpu-layers-summary">{summary}</p>
+            <p data-testid="qwengpu-layers-speed">{speed}</p>
+            <StepControls len=len position=position />
+            <p data-testid="qwengpu-layers-step">{step_text}</p>
+            <table class="outputs" data-testid="qwengpu-layers-registers">
+                <caption>"registers decoded from the register file's DeltaNet rows, beside the interpreter's"</caption>
+                <tbody>{registers}</tbody>
+            </table>
+            <p data-testid="qwengpu-layers-memory">{memory}</p>
+            <div class="row">
+                <div>
+                    <h4>"this step's tokens"</h4>
+                    <ul data-testid="qwengpu-layers-tokens">{tokens}</ul>
+                </div>
+                <div>
+                    <h4>"SIMT stack (host sequencer)"</h4>
+                    <ul>{stack}</ul>
+                </div>
+            </div>
+            <details>
+                <summary>"ROM rows decoded from the ROM head's state"</summary>
+                <ul data-testid="qwengpu-layers-rom">{rom}</ul>
+            </details>
+        </div>
+    }
+}
