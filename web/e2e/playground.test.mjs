@@ -308,7 +308,7 @@ test('qwenGPU tab: a kernel runs on the compiled layers in the page, state rows 
     { timeout: 120_000 },
   );
   const summary = await page.textContent('[data-testid=qwengpu-layers-summary]');
-  assert.match(summary, /decoder layers \(7 Gated DeltaNet heads, [0-9]+ SwiGLU MLPs/);
+  assert.match(summary, /decoder layers \(9 Gated DeltaNet heads, [0-9]+ SwiGLU MLPs/);
   assert.match(summary, /bit-exact with the interpreter after every step; outputs equal the plain Rust version/);
   assert.match(await page.textContent('[data-testid=qwengpu-layers-speed]'), /[0-9]+ steps\/s, [0-9]+ tokens\/s/);
   assert.match(await page.textContent('[data-testid=qwengpu-layers-step]'), /step 0: warp 0 ran block 0 with lanes ■■■■/);

@@ -2,10 +2,11 @@
 //! a SwiGLU MLP per layer, see `net`), with weights computed from the machine's sizes alone: the
 //! program, the inputs and the launch enter as tokens.
 //!
-//! One token is one instruction for one lane. Its input record names the thread, its CTA, the
-//! ROM row (block, slot) and carries the previous token's output record — the pending register,
-//! global and shared writes — which the DeltaNet heads apply before they read (the machine's
-//! write-back stage). The layers, top to bottom:
+//! One token is one instruction for one lane (or a sequencer step, see `control`). Its input
+//! record is the previous token's output record: the sequencer's registers (warp, lane, slot,
+//! pc, mask …) and the pending register, global, shared and control-row writes, which the
+//! DeltaNet heads apply before they read (the machine's write-back stage). The layers, top to
+//! bottom:
 //!
 //! | layer | DeltaNet head (state rows) | MLP |
 //! |---|---|---|
@@ -19,9 +20,12 @@
 //! | 26–33 | | atomicAdd's sum |
 //! | 6–71 | | multiplier: nibble products, a tree of adders (64-bit for `mul.hi`) |
 //! | 6–113 | | divider: radix-16 long division against the 15 multiples of the divisor |
-//! | 114 | | result multiplexer and the output record |
+//! | 26–36 | 27: each warp's SIMT stack; 28: each CTA's warp statuses | the sequencer's CTRL and FETCH (`control`) |
+//! | 114 | | result multiplexer, the output record, the next record |
 //!
-//! Every register file copy applies every write, so all ports read the same registers.
+//! (Depths are counted after a prologue layer that makes the thread and ROM-row one-hots from
+//! the record.) Every register file copy applies every write, so all ports read the same
+//! registers.
 
 use super::isa::{Alu, Cmp, Inst, MachineSpec, Shfl, Space, Special, Src};
 use super::net::{Cond, Group, Layer, MemLayer, Stream};
@@ -193,6 +197,8 @@ pub struct Io {
     pub taken: Group,
     /// The loaded (or read-back) word.
     pub ld: Nibs,
+    /// The sequencer's record and control rows.
+    pub seq: super::control::Seq,
 }
 
 /// The state heads' indices in `Compiled::layers`.
@@ -202,6 +208,9 @@ pub struct Heads {
     pub regs: [usize; 4],
     pub global: usize,
     pub shared: usize,
+    /// Each warp's SIMT stack; each CTA's warp statuses.
+    pub warp: usize,
+    pub cta: usize,
 }
 
 /// What the compiled machine is made of.
@@ -330,6 +339,11 @@ impl Compiled {
         let (hot, width) = (64, 1024);
         let promv = Fields::new(&mut b, "pend.rom.", all_ops.len(), rows, targets, width, hot);
         let f = Fields::new(&mut b, "", all_ops.len(), rows, targets, width, hot);
+        // The sequencer's record and rows; its prologue (depth 0) makes the thread and ROM row
+        // one-hots, so everything else sits one decoder layer deeper.
+        let seq = super::control::Seq::new(&mut b, &spec, cta, phase);
+        seq.prologue(&mut b, thread, pc);
+        b.offset = 1;
         let op = |pred: &dyn Fn(Op) -> bool| {
             Cond::Any(all_ops.iter().enumerate().filter(|(_, &o)| pred(o)).map(|(i, _)| f.op.ch(i)).collect())
         };
@@ -536,8 +550,11 @@ impl Compiled {
         let mul = super::alu_units::multiplier(&mut b, &op_is, &opa, &opb);
         let div = super::alu_units::divider(&mut b, &op_is, &opa, &opb);
 
+        // The sequencer: CTRL and FETCH (26–36, its heads at 27 and 28).
+        seq.control(&mut b, 26);
         // Output record (after every unit).
-        let out = b.depth().max(36);
+        let out = b.depth().max(37);
+        seq.exec_next(&mut b, out, &op, f.end, f.tgt, f.join, taken);
         let writes_reg = |o: Op| matches!(o, Op::Mov | Op::Alu(_) | Op::Set(_) | Op::Sel | Op::Ld(_) | Op::Atom(_));
         let ork = b.s.group("out.reg", threads * rows);
         for t in 0..threads {
@@ -585,8 +602,14 @@ impl Compiled {
         let mems: Vec<usize> =
             layers.iter().enumerate().filter(|(_, l)| matches!(l, Layer::Mem(_))).map(|(i, _)| i).collect();
         // Heads in depth order: ROM, ports A–C, the shuffle port, global, shared.
-        let heads =
-            Heads { rom: mems[0], regs: [mems[1], mems[2], mems[3], mems[4]], global: mems[5], shared: mems[6] };
+        let heads = Heads {
+            rom: mems[0],
+            regs: [mems[1], mems[2], mems[3], mems[4]],
+            global: mems[5],
+            shared: mems[6],
+            warp: mems[7],
+            cta: mems[8],
+        };
         let io = Io {
             thread,
             cta,
@@ -610,6 +633,7 @@ impl Compiled {
             osv,
             taken,
             ld,
+            seq,
         };
         Ok(Compiled { spec, stream, layers, depth, io, heads, rows, rom_rows, ops: all_ops })
     }

@@ -14,6 +14,8 @@ pub mod alu_units;
 #[cfg(feature = "std")]
 pub mod compiled;
 #[cfg(feature = "std")]
+pub mod control;
+#[cfg(feature = "std")]
 pub mod deltanet;
 pub mod interp;
 pub mod isa;

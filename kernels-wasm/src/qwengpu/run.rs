@@ -2,20 +2,19 @@
 //! the interpreter after every machine step.
 //!
 //! Tokens, in order: the program image (one per ROM row, carrying the row as a pending ROM
-//! write), the input words and each thread's special registers and parameters (pending global
-//! and register writes), then EXEC: one token per instruction per active lane, each fed the
-//! previous token's output record (its register, global and shared writes), and last the VAL
-//! tokens that read global memory back. The host reads only output records.
-//!
-//! Not yet in the layers: which warp runs and the SIMT stack. The host keeps them as the
-//! interpreter does, from the layers' outputs (the opcode, block end, branch target, join and
-//! each lane's branch outcome); moving them into state rows is the next step.
+//! write), the input words, each thread's special registers and parameters, each warp's initial
+//! stack row and each CTA's status row (pending writes), then a FETCH record for warp 0. From
+//! there the layers drive themselves (`control`): every token's output record — the sequencer's
+//! next registers and its register, memory and control-row writes — is the next token's input,
+//! and the host only copies it, until the layers say DONE. Last, VAL tokens read global memory
+//! back.
 
 use super::compiled::{Compiled, Op, SPECIALS};
+use super::control::{self, ABSENT, CTRL, DONE, EXEC, FETCH, LIVE};
 use super::interp::{Entry, Launch, Machine, MachineError, StepRecord};
 use super::isa::{Program, Special};
 use super::memory::{decode_row, M};
-use super::net::{Layer, MemLayer, State, StreamError};
+use super::net::{Group, Layer, MemLayer, State, StreamError};
 use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -50,15 +49,20 @@ pub struct Out {
     pub join: usize,
     pub taken: Option<bool>,
     pub val: Option<u32>,
+    /// The next token's record (and the control-row writes it carries).
+    pub next: Vec<(Group, usize)>,
+    /// This token's write of a warp's row: the warp and each group's hot index.
+    pub warp_write: Option<(usize, Vec<Option<usize>>)>,
 }
 
 /// A token's input record.
 #[derive(Debug, Clone, Default)]
 pub struct Token {
-    /// Thread, its CTA, ROM row, shuffle phase.
-    pub exec: Option<(usize, usize, usize, usize)>,
+    /// Hot channels of the input record: the sequencer's registers (copied from the previous
+    /// token's output) and pending writes of control rows.
+    pub set: Vec<(Group, usize)>,
     pub pending: Pending,
-    pub rom: Option<(usize, Vec<(super::net::Group, usize)>)>,
+    pub rom: Option<(usize, Vec<(Group, usize)>)>,
     pub query: Option<usize>,
 }
 
@@ -105,8 +109,11 @@ pub struct StepView {
 pub struct TokenCounts {
     pub image: u64,
     pub inputs: u64,
+    /// Special registers and parameters, and the initial stack and status rows.
     pub specials: u64,
     pub exec: u64,
+    /// CTRL and FETCH tokens (one each per step).
+    pub control: u64,
     pub val: u64,
 }
 
@@ -136,11 +143,8 @@ impl Runner {
         let (s, io) = (&self.c.stream, &self.c.io);
         let st = &mut self.st;
         st.reset(s);
-        if let Some((thread, cta, pc, phase)) = t.exec {
-            st.put(s, io.thread, thread);
-            st.put(s, io.cta, cta);
-            st.put(s, io.pc, pc);
-            st.put(s, io.phase, phase);
+        for &(g, i) in &t.set {
+            st.put(s, g, i);
         }
         let p = t.pending;
         for (w, key, val) in [(p.reg, io.prk, &io.prv), (p.global, io.pgk, &io.pgv), (p.shared, io.psk, &io.psv)] {
@@ -181,6 +185,21 @@ impl Runner {
         let pair = |key, val: &[super::net::Group]| {
             pair(key, val).map_err(|e| RunError::Program(alloc::format!("{op:?}: {e}")))
         };
+        let q = &io.seq;
+        let mut next = Vec::new();
+        let mut carry = |from: &[Group], to: &[Group]| {
+            for (f, t) in from.iter().zip(to) {
+                if let Some(h) = st.get(*f) {
+                    next.push((*t, h));
+                }
+            }
+        };
+        carry(&q.next.groups(), &q.rec.groups());
+        carry(&[q.owk], &[q.pwk]);
+        carry(&q.owv.groups(), &q.pwv.groups());
+        carry(&[q.osk], &[q.psk]);
+        carry(&q.osv.groups(), &q.psv.groups());
+        let warp_write = st.get(q.owk).map(|w| (w, q.owv.groups().iter().map(|g| st.get(*g)).collect()));
         Ok(Out {
             pending: Pending {
                 reg: pair(io.ork, &io.orv)?,
@@ -193,6 +212,8 @@ impl Runner {
             join: st.get(f.join).unwrap_or(0),
             taken: st.get(io.taken).map(|t| t == 1),
             val: word(&io.ld),
+            next,
+            warp_write,
         })
     }
 }
@@ -202,15 +223,6 @@ fn with_pending(w: Option<(usize, u32)>, row: usize, v: Option<u32>) -> Option<u
         Some((k, x)) if k == row => Some(x),
         _ => v,
     }
-}
-
-/// A warp as the host's sequencer keeps it.
-#[derive(Debug, Clone)]
-struct WarpCtl {
-    cta: usize,
-    first_tid: usize,
-    stack: Vec<Entry>,
-    at_barrier: bool,
 }
 
 /// What a launch did on the compiled layers.
@@ -271,7 +283,6 @@ impl Runner {
             self.token(&Token { pending: Pending { global: Some((i, v)), ..Pending::default() }, ..Token::default() })?;
         }
         let block = launch.block.next_multiple_of(spec.lanes);
-        let mut warps = Vec::new();
         for (w, iw) in m.warps.iter().enumerate() {
             for l in 0..spec.lanes {
                 let thread = w * spec.lanes + l;
@@ -298,107 +309,87 @@ impl Runner {
                     })?;
                 }
             }
-            warps.push(WarpCtl { cta: iw.cta, first_tid: iw.first_tid, stack: iw.stack.clone(), at_barrier: false });
         }
-        // EXEC.
+        // Control rows: every warp's stack (one entry: block 0, all lanes, no join) and every
+        // CTA's warp statuses.
+        let q = self.c.io.seq.clone();
+        let z = q.z;
+        let per_cta = block / spec.lanes;
+        for w in 0..m.warps.len() {
+            let mut set = vec![(q.pwk, w), (q.pwv.sp, 1)];
+            for (d, e) in q.pwv.entries.iter().enumerate() {
+                let mask = if d == 0 { z.masks() - 1 } else { 0 };
+                set.extend([(e[0], 0), (e[1], z.pcs), (e[2], mask)]);
+            }
+            set.extend(q.pwv.pad[..q.pwv.pad.len() - 1].iter().map(|g| (*g, 0)));
+            counts.specials += 1;
+            self.token(&Token { set, ..Token::default() })?;
+        }
+        for c in 0..launch.grid {
+            let mut set = vec![(q.psk, c), (q.psv.last, usize::from(c + 1 == launch.grid))];
+            set.extend(q.psv.st.iter().enumerate().map(|(j, g)| (*g, if j < per_cta { LIVE } else { ABSENT })));
+            set.extend(q.psv.pad[..q.psv.pad.len() - 1].iter().map(|g| (*g, 0)));
+            counts.specials += 1;
+            self.token(&Token { set, ..Token::default() })?;
+        }
+        // EXEC: from here the host only copies each output record into the next token.
+        let r = &q.rec;
+        let mut set = vec![(r.kind, FETCH), (r.warp, 0), (r.wi, 0), (r.cta, 0)];
         let mut pending = Pending::default();
-        let mut current = 0;
         let mut records = Vec::new();
         let mut views = Vec::new();
+        let mut seen = Vec::new();
         let exec_start = self.tokens;
-        while current < warps.len() {
-            let step = records.len() as u64;
-            if step >= limit {
-                return Err(MachineError::StepLimit(limit).into());
+        let field = |set: &[(Group, usize)], g: Group| set.iter().find(|(x, _)| *x == g).map(|&(_, i)| i);
+        loop {
+            let kind = field(&set, r.kind);
+            let out = self.token(&Token { set: set.clone(), pending, ..Token::default() })?;
+            pending = out.pending;
+            if kind == Some(EXEC) && self.views {
+                let (w, l) = (field(&set, r.warp).unwrap_or(0), field(&set, r.lane).unwrap_or(0));
+                seen.push(TokenView {
+                    thread: w * spec.lanes + l,
+                    block: field(&set, r.pc).unwrap_or(0),
+                    slot: field(&set, r.slot).unwrap_or(0),
+                    phase: field(&set, r.phase).unwrap_or(0),
+                    op: out.op,
+                    writes: pending,
+                });
             }
-            let w = &warps[current];
-            let Some(&Entry { pc, mask, .. }) = w.stack.last() else { break };
-            if pc >= program.blocks.len() {
-                return Err(MachineError::PcOutOfRom { warp: current, pc, blocks: program.blocks.len() }.into());
+            if kind != Some(EXEC) {
+                counts.control += 1;
             }
-            let lanes: Vec<usize> = (0..spec.lanes).filter(|l| mask & (1 << l) != 0).collect();
-            let (cta, first) = (w.cta, current * spec.lanes);
-            let mut last: Vec<Out> = Vec::new();
-            let mut seen = Vec::new();
-            for slot in 0..spec.block_len {
-                last.clear();
-                // A shuffle takes a second pass over the lanes (phase 1: the temporary into d).
-                for phase in 0..2 {
-                    if phase == 1 && !matches!(last[0].op, Some(Op::Shfl(_))) {
-                        break;
-                    }
-                    for &l in &lanes {
-                        let exec = (first + l, cta, self.c.rom_row(pc, slot), phase);
-                        let out = self.token(&Token { exec: Some(exec), pending, ..Token::default() })?;
-                        pending = out.pending;
-                        if self.views {
-                            seen.push(TokenView {
-                                thread: first + l,
-                                block: pc,
-                                slot,
-                                phase,
-                                op: out.op,
-                                writes: pending,
-                            });
-                        }
-                        if phase == 0 {
-                            last.push(out);
-                        }
-                    }
+            if kind == Some(CTRL) {
+                let get =
+                    |g| field(&set, g).ok_or_else(|| RunError::Program("a CTRL record without its fields".into()));
+                let record = StepRecord { warp: get(r.warp)?, block: get(r.pc)?, mask: get(r.mask)? as u32 };
+                let step = records.len() as u64;
+                records.push(record);
+                let cta = get(r.cta)?;
+                if self.views {
+                    views.push(self.view(record, cta, &pending, &out.warp_write, core::mem::take(&mut seen)));
                 }
-                if last[0].end {
-                    break;
+                if self.lockstep {
+                    self.lockstep(&mut m, record, cta, &pending, &out.warp_write, step)?;
+                }
+                if records.len() as u64 >= limit && field(&out.next, r.kind) != Some(DONE) {
+                    return Err(MachineError::StepLimit(limit).into());
                 }
             }
-            // The block's terminator, as the interpreter applies it.
-            let w = &mut warps[current];
-            let top = w.stack.len() - 1;
-            w.stack[top].pc = pc + 1;
-            let mut exited = 0u32;
-            match last[0].op {
-                Some(Op::Bra) => {
-                    let mut taken = 0u32;
-                    for (o, &l) in last.iter().zip(&lanes) {
-                        match o.taken {
-                            Some(true) => taken |= 1 << l,
-                            Some(false) => {}
-                            None => return Err(RunError::Program("a branch without an outcome".into())),
-                        }
-                    }
-                    let not_taken = mask & !taken;
-                    if not_taken == 0 {
-                        w.stack[top].pc = last[0].target;
-                    } else if taken != 0 {
-                        let join = Some(last[0].join);
-                        w.stack[top].pc = last[0].join;
-                        w.stack.push(Entry { pc: pc + 1, join, mask: not_taken });
-                        w.stack.push(Entry { pc: last[0].target, join, mask: taken });
-                    }
+            set = out.next;
+            match field(&set, r.kind) {
+                Some(DONE) => break,
+                Some(_) => {}
+                None => {
+                    return Err(RunError::Program(alloc::format!(
+                        "the layers gave no next record after a {} token (a stack deeper than {}?)",
+                        ["EXEC", "CTRL", "FETCH", "DONE"][kind.unwrap_or(0).min(3)],
+                        control::DEPTH
+                    )))
                 }
-                Some(Op::Bar) => w.at_barrier = true,
-                Some(Op::Exit) => exited = mask,
-                _ => {}
-            }
-            for e in &mut w.stack {
-                e.mask &= !exited;
-            }
-            while let Some(top) = w.stack.last() {
-                if top.mask != 0 && Some(top.pc) != top.join {
-                    break;
-                }
-                w.stack.pop();
-            }
-            let record = StepRecord { warp: current, block: pc, mask };
-            current = schedule(&mut warps, current);
-            records.push(record);
-            if self.views {
-                views.push(self.view(&warps, record, &pending, seen));
-            }
-            if self.lockstep {
-                self.lockstep(&mut m, &warps, record, &pending, step)?;
             }
         }
-        counts.exec = self.tokens - exec_start;
+        counts.exec = self.tokens - exec_start - counts.control;
         counts.val = spec.global_words as u64;
         // VAL: read every global word back (the first also applies the last pending writes).
         let mut global = Vec::with_capacity(spec.global_words);
@@ -423,7 +414,42 @@ impl Runner {
         with_pending(pending.shared, row, row_word(self.head(self.c.heads.shared), row))
     }
 
-    fn view(&self, warps: &[WarpCtl], record: StepRecord, pending: &Pending, tokens: Vec<TokenView>) -> StepView {
+    /// Warp `w`'s SIMT stack decoded from its state row (or from the write in flight).
+    fn stack(&self, w: usize, write: &Option<(usize, Vec<Option<usize>>)>) -> Option<Vec<Entry>> {
+        let q = &self.c.io.seq;
+        let groups = q.wr.groups();
+        let hot: Vec<Option<usize>> = match write {
+            Some((x, hot)) if *x == w => hot.clone(),
+            _ => {
+                let row = self.head(self.c.heads.warp).row(w);
+                let mut at = 0;
+                groups
+                    .iter()
+                    .map(|g| {
+                        let h = (0..g.len).find(|&i| row[at + i] == M);
+                        at += g.len;
+                        h
+                    })
+                    .collect()
+            }
+        };
+        let sp = hot[0]?;
+        (0..sp)
+            .map(|d| {
+                let (pc, join, mask) = (hot[1 + 3 * d]?, hot[2 + 3 * d]?, hot[3 + 3 * d]?);
+                Some(Entry { pc, join: (join < q.z.pcs).then_some(join), mask: mask as u32 })
+            })
+            .collect()
+    }
+
+    fn view(
+        &self,
+        record: StepRecord,
+        cta: usize,
+        pending: &Pending,
+        write: &Option<(usize, Vec<Option<usize>>)>,
+        tokens: Vec<TokenView>,
+    ) -> StepView {
         let spec = self.c.spec;
         let regs = (0..spec.lanes)
             .map(|l| {
@@ -432,11 +458,11 @@ impl Runner {
             })
             .collect();
         let global = (0..spec.global_words).map(|i| self.global_value(i, pending).unwrap_or(u32::MAX)).collect();
-        let cta = warps[record.warp].cta;
         let shared = (0..spec.shared_words)
             .map(|i| self.shared_value(cta * spec.shared_words + i, pending).unwrap_or(u32::MAX))
             .collect();
-        StepView { record, regs, global, shared, stack: warps[record.warp].stack.clone(), tokens }
+        let stack = self.stack(record.warp, write).unwrap_or_default();
+        StepView { record, regs, global, shared, stack, tokens }
     }
 
     /// The opcode each ROM row holds, decoded from the ROM head's state rows.
@@ -454,9 +480,10 @@ impl Runner {
     fn lockstep(
         &self,
         m: &mut Machine,
-        warps: &[WarpCtl],
         record: StepRecord,
+        cta: usize,
         pending: &Pending,
+        write: &Option<(usize, Vec<Option<usize>>)>,
         step: u64,
     ) -> Result<(), RunError> {
         let bad = |what: String| Err(RunError::Lockstep { step, what });
@@ -487,7 +514,6 @@ impl Runner {
                 return bad(alloc::format!("global word {i}: {got:?}, want {want}"));
             }
         }
-        let cta = warps[record.warp].cta;
         if m.warps.get(m.current).is_some_and(|w| w.cta == cta) {
             for (i, &want) in m.shared.iter().enumerate() {
                 let row = cta * spec.shared_words + i;
@@ -497,35 +523,13 @@ impl Runner {
                 }
             }
         }
-        for (w, (ours, theirs)) in warps.iter().zip(&m.warps).enumerate() {
-            if ours.stack != theirs.stack || ours.first_tid != theirs.first_tid {
-                return bad(alloc::format!("warp {w}'s SIMT stack {:?}, want {:?}", ours.stack, theirs.stack));
+        for (w, theirs) in m.warps.iter().enumerate() {
+            let ours = self.stack(w, write);
+            if ours.as_ref() != Some(&theirs.stack) {
+                return bad(alloc::format!("warp {w}'s SIMT stack (state row) {ours:?}, want {:?}", theirs.stack));
             }
         }
         Ok(())
-    }
-}
-
-/// The interpreter's scheduling rule (see `interp::Machine::schedule`).
-fn schedule(warps: &mut [WarpCtl], current: usize) -> usize {
-    let w = &warps[current];
-    if !w.stack.is_empty() && !w.at_barrier {
-        return current;
-    }
-    let cta = w.cta;
-    let in_cta: Vec<usize> = (0..warps.len()).filter(|&i| warps[i].cta == cta).collect();
-    let live: Vec<usize> = in_cta.iter().copied().filter(|&i| !warps[i].stack.is_empty()).collect();
-    if let Some(&i) = live.iter().find(|&&i| i > current && !warps[i].at_barrier) {
-        i
-    } else if let Some(&i) = live.iter().find(|&&i| !warps[i].at_barrier) {
-        i
-    } else if let Some(&first) = live.first() {
-        for &i in &live {
-            warps[i].at_barrier = false;
-        }
-        first
-    } else {
-        in_cta.last().map(|&i| i + 1).unwrap_or(warps.len())
     }
 }
 

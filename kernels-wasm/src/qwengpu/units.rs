@@ -48,19 +48,22 @@ struct Slot {
 pub struct Builder {
     pub s: Stream,
     slots: Vec<Slot>,
+    /// Added to every depth given (so a prologue can sit in front of a finished plan).
+    pub offset: usize,
 }
 
 impl Builder {
     pub fn new() -> Builder {
-        Builder { s: Stream::new(), slots: Vec::new() }
+        Builder { s: Stream::new(), slots: Vec::new(), offset: 0 }
     }
 
     /// Decoder layers so far.
     pub fn depth(&self) -> usize {
-        self.slots.len()
+        self.slots.len().saturating_sub(self.offset)
     }
 
     fn slot(&mut self, at: usize) -> &mut Slot {
+        let at = at + self.offset;
         while self.slots.len() <= at {
             self.slots.push(Slot::default());
         }

@@ -189,7 +189,7 @@ mod tests {
             assert!(r.rom_ops[b * spec.block_len].is_some(), "block {b}");
             assert_eq!(block.len() > 1, r.rom_ops[b * spec.block_len + 1].is_some(), "block {b}");
         }
-        assert_eq!(r.summary.deltanet_heads, 7);
+        assert_eq!(r.summary.deltanet_heads, 9);
         assert_eq!(r.ms, 1.0);
     }
 }

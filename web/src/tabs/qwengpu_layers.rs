@@ -74,7 +74,7 @@ pub fn LayersPanel(
                 format!(
                     "{} decoder layers ({} Gated DeltaNet heads, {} SwiGLU MLPs, {} hidden units), d_model {}; {} nonzero weights \
                      ({:.2e} as dense matrices); {} floats of DeltaNet state. {} steps, {} tokens (program image {}, inputs {}, \
-                     special registers {}, EXEC {}, VAL {}); bit-exact with the interpreter after every step; outputs {} the \
+                     special registers and control rows {}, EXEC {}, CTRL and FETCH {}, VAL {}); bit-exact with the interpreter after every step; outputs {} the \
                      plain Rust version.",
                     s.decoder_layers,
                     s.deltanet_heads,
@@ -90,6 +90,7 @@ pub fn LayersPanel(
                     r.report.counts.inputs,
                     r.report.counts.specials,
                     r.report.counts.exec,
+                    r.report.counts.control,
                     r.report.counts.val,
                     if r.arrays_equal { "equal" } else { "DIFFER from" }
                 )
@@ -212,8 +213,10 @@ pub fn LayersPanel(
                 "The same machine as Qwen3.5 decoder layers with computed weights: Gated DeltaNet heads whose state rows hold the "
                 "ROM, the register file (4 copies, one per read port), global and shared memory, and SwiGLU MLPs of AND units for "
                 "decoding, the ALU (add to divide, shifts, compares), shuffles and addressing. One token is one instruction for one "
-                "lane; each carries the previous token's writes. Which warp runs and the SIMT stack are still kept by the host "
-                "from the layers' outputs (branch outcome, target, join). The first run builds the layers (a few seconds)."
+                "lane; each carries the previous token's writes. The sequencer is in the layers too: each warp's SIMT stack is a "
+                "DeltaNet row, each CTA's warp statuses another, and every token computes the next token's record (lane, slot, "
+                "then CTRL: branch, reconvergence, the next warp; FETCH: its top entry). The host only copies each output record "
+                "into the next token. The first run builds the layers (a few seconds)."
             </p>
             <button data-testid="qwengpu-layers-run" on:click=start>"run on the compiled layers"</button>
             <p data-testid="qwengpu-layers-summary">{summary}</p>
@@ -231,7 +234,7 @@ pub fn LayersPanel(
                     <ul data-testid="qwengpu-layers-tokens">{tokens}</ul>
                 </div>
                 <div>
-                    <h4>"SIMT stack (host sequencer)"</h4>
+                    <h4>"SIMT stack (decoded from the warp's DeltaNet row)"</h4>
                     <ul>{stack}</ul>
                 </div>
             </div>
