@@ -1,10 +1,14 @@
 //! qwenGPU: a 4-lane SIMT machine (FACTS §2). `isa` defines what a lane can do, `interp` is the
 //! reference interpreter every other executor of the machine is checked against; `ptx` and
-//! `lower` take clang's PTX to the machine's ROM blocks; `suite` is the kernel suite. The
-//! compiled layers start with `deltanet` (Qwen3.5's Gated DeltaNet in f32) and `memory` (its
-//! weights computed so that its state rows are the machine's memory, exactly) and `alu` (Qwen3.5
-//! MLP sublayers computing 32-bit add/sub/logic exactly); `pipeline` composes them, a register
-//! file in DeltaNet state feeding the adder, token by token.
+//! `lower` take clang's PTX to the machine's ROM blocks; `suite` is the kernel suite.
+//!
+//! The compiled machine: `deltanet` is Qwen3.5's Gated DeltaNet in f32, `memory` and `alu` argue
+//! why chosen weights make its state rows and its MLPs exact; `net` is the residual stream of
+//! one-hot groups, the AND-unit MLP and its executor, `head` the DeltaNet head as state rows;
+//! `units` and `alu_units` build word circuits (chains, multiplier, divider, shifts, shuffles);
+//! `rom` encodes instructions as ROM rows; `control` (with `control_rows`) is the SIMT sequencer;
+//! `compiled` assembles the layers and `run` drives them token by token in lockstep with the
+//! interpreter.
 
 /// Needs `std`'s f32 exp/ln/sqrt, like the Qwen3 model (native and browser).
 #[cfg(feature = "std")]
@@ -16,7 +20,11 @@ pub mod compiled;
 #[cfg(feature = "std")]
 pub mod control;
 #[cfg(feature = "std")]
+pub mod control_rows;
+#[cfg(feature = "std")]
 pub mod deltanet;
+#[cfg(feature = "std")]
+pub mod head;
 pub mod interp;
 pub mod isa;
 pub mod lower;
@@ -24,9 +32,9 @@ pub mod lower;
 pub mod memory;
 #[cfg(feature = "std")]
 pub mod net;
-#[cfg(feature = "std")]
-pub mod pipeline;
 pub mod ptx;
+#[cfg(feature = "std")]
+pub mod rom;
 #[cfg(feature = "std")]
 pub mod run;
 pub mod suite;

@@ -23,8 +23,7 @@
 //! `deltanet::DeltaNet`).
 
 use super::alu::{Mlp, A};
-use super::deltanet::{DeltaNet, DeltaNetWeights, CONV};
-use super::memory::M;
+pub use super::head::MemLayer;
 use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -199,7 +198,7 @@ impl State {
         Ok(())
     }
 
-    fn write(&mut self, s: &Stream, ch: usize, add: f32, layer: usize) -> Result<(), StreamError> {
+    pub(super) fn write(&mut self, s: &Stream, ch: usize, add: f32, layer: usize) -> Result<(), StreamError> {
         let g = s.group_of[ch] as usize;
         self.x[ch] += add;
         self.touched.push(g as u32);
@@ -214,14 +213,14 @@ impl State {
     }
 }
 
-fn silu(x: f32) -> f32 {
+pub(super) fn silu(x: f32) -> f32 {
     x / (1.0 + (-x).exp())
 }
 
 /// Per group read by a layer, per channel of it, the (target, weight) pairs of its column.
-type Columns = Vec<(usize, Vec<Vec<(u32, f32)>>)>;
+pub(super) type Columns = Vec<(usize, Vec<Vec<(u32, f32)>>)>;
 
-fn add_column(cols: &mut Columns, s: &Stream, ch: usize, target: u32, w: f32) {
+pub(super) fn add_column(cols: &mut Columns, s: &Stream, ch: usize, target: u32, w: f32) {
     let g = s.group_of[ch] as usize;
     let (_, at, len) = s.groups[g];
     let i = match cols.binary_search_by_key(&g, |c| c.0) {
@@ -455,210 +454,6 @@ impl MlpLayer {
             }
         }
         Mlp { d_model: d, hidden, norm: vec![1.0; d], eps: 1e-6, gate, up, down }
-    }
-}
-
-/// A Gated DeltaNet head holding words in its state rows. Each row is written by a hot channel
-/// of `key` and read by one of `query`; `value` channels are the word's, and the word read is
-/// added onto `out` (channel j of the row onto `out[j]`, which must be cold).
-#[derive(Debug, Clone)]
-pub struct MemLayer {
-    pub d_k: usize,
-    pub d_v: usize,
-    /// Hot channels in a stored row (the same for every row, so RMSNormGated scales exactly).
-    pub hot: usize,
-    key: Columns,
-    query: Columns,
-    value: Columns,
-    out: Vec<usize>,
-    norm: f32,
-    pub state: Vec<f32>,
-}
-
-impl MemLayer {
-    /// `query[i]`/`key[i]` address row i; `value[j]` and `out[j]` are channel j of a row.
-    /// `d_k` must be a power of 4 and `d_v / hot` a power of 4, so that every scale is exact.
-    pub fn new(
-        s: &Stream,
-        d_k: usize,
-        query: &[usize],
-        key: &[usize],
-        value: &[usize],
-        out: &[usize],
-        hot: usize,
-    ) -> MemLayer {
-        let pow4 = |n: usize| n.is_power_of_two() && n.trailing_zeros().is_multiple_of(2);
-        let d_v = value.len();
-        assert!(pow4(d_k) && query.len() <= d_k && key.len() == query.len(), "d_k {d_k}");
-        assert!(d_v.is_multiple_of(hot) && pow4(d_v / hot) && out.len() == d_v, "d_v {d_v}, {hot} hot");
-        let cols = |chans: &[usize]| {
-            let mut c = Columns::new();
-            for (i, &ch) in chans.iter().enumerate() {
-                add_column(&mut c, s, ch, i as u32, M);
-            }
-            c
-        };
-        // A read row normalises to sqrt(d_v/hot) on its hot channels; silu(z) = 32.
-        let norm = 1.0 / (32.0 * ((d_v / hot) as f32).sqrt());
-        MemLayer {
-            d_k,
-            d_v,
-            hot,
-            key: cols(key),
-            query: cols(query),
-            value: cols(value),
-            out: out.to_vec(),
-            norm,
-            state: vec![0.0; d_k * d_v],
-        }
-    }
-
-    /// A second set of query channels for the same rows (`chans[i]` reads row i).
-    pub fn with_query(mut self, s: &Stream, chans: &[usize]) -> MemLayer {
-        for (i, &ch) in chans.iter().enumerate() {
-            add_column(&mut self.query, s, ch, i as u32, M);
-        }
-        self
-    }
-
-    pub fn row(&self, i: usize) -> &[f32] {
-        &self.state[i * self.d_v..(i + 1) * self.d_v]
-    }
-
-    /// The hot entries of a projection: `(M/2)·(n+1)` is M on hot channels, 0 on cold ones.
-    fn hot_entries(cols: &Columns, st: &State) -> Vec<(usize, f32)> {
-        let mut v = Vec::new();
-        for (g, chans) in cols {
-            if let Some(h) = st.hot[*g] {
-                v.extend(chans[h as usize].iter().map(|&(i, w)| (i as usize, w)));
-            }
-        }
-        v
-    }
-
-    pub fn forward(&mut self, s: &Stream, st: &mut State, layer: usize) -> Result<(), StreamError> {
-        let l2 = |v: &mut Vec<(usize, f32)>, scale: f32| {
-            for e in v.iter_mut() {
-                e.1 = silu(e.1);
-            }
-            let n = 1.0 / (v.iter().fold(0.0, |a, e| a + e.1 * e.1) + 1e-6).sqrt();
-            for e in v.iter_mut() {
-                e.1 = e.1 * n * scale;
-            }
-        };
-        let (dv, scale) = (self.d_v, 1.0 / (self.d_k as f32).sqrt());
-        let mut k = Self::hot_entries(&self.key, st);
-        let mut q = Self::hot_entries(&self.query, st);
-        l2(&mut k, 1.0);
-        l2(&mut q, scale);
-        let mut v = vec![0.0f32; dv];
-        for (j, m) in Self::hot_entries(&self.value, st) {
-            v[j] = silu(m);
-        }
-        // β = sigmoid(32) = 1 and α = exp(−exp(−1000)·softplus(0)) = 1, as `memory` sets them.
-        let beta = 1.0 / (1.0 + (-32.0f32).exp());
-        let alpha = (-(-1000.0f32).exp() * 2.0f32.ln()).exp();
-        if alpha != 1.0 {
-            self.state.iter_mut().for_each(|x| *x *= alpha);
-        }
-        let mut kv = vec![0.0f32; dv];
-        for &(i, ki) in &k {
-            for (acc, s) in kv.iter_mut().zip(&self.state[i * dv..(i + 1) * dv]) {
-                *acc += s * ki;
-            }
-        }
-        for &(i, ki) in &k {
-            for j in 0..dv {
-                self.state[i * dv + j] += ki * (beta * (v[j] - kv[j]));
-            }
-        }
-        let mut o = vec![0.0f32; dv];
-        for &(i, qi) in &q {
-            for (acc, s) in o.iter_mut().zip(&self.state[i * dv..(i + 1) * dv]) {
-                *acc += s * qi;
-            }
-        }
-        let r = 1.0 / (o.iter().fold(0.0, |a, x| a + x * x) / dv as f32 + 1e-6).sqrt();
-        let gate = silu(32.0);
-        for (j, &oj) in o.iter().enumerate() {
-            let y = oj * r * self.norm * gate;
-            if y != 0.0 {
-                st.write(s, self.out[j], 2.0 * A * y, layer)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// The same head as a dense `DeltaNet` (for tests on small streams).
-    pub fn dense(&self, s: &Stream) -> DeltaNet {
-        let (d, dk, dv) = (s.d, self.d_k, self.d_v);
-        let mut w_qkv = vec![0.0; (2 * dk + dv) * d];
-        let mut place = |cols: &Columns, first: usize| {
-            for (g, chans) in cols {
-                for (c, col) in chans.iter().enumerate() {
-                    for &(i, _) in col {
-                        let row = (first + i as usize) * d;
-                        w_qkv[row + s.groups[*g].1 + c] = M / 2.0;
-                        w_qkv[row + Stream::ONE] = M / 2.0;
-                    }
-                }
-            }
-        };
-        place(&self.query, 0);
-        place(&self.key, dk);
-        place(&self.value, 2 * dk);
-        let mut w_out = vec![0.0; d * dv];
-        for (j, &c) in self.out.iter().enumerate() {
-            w_out[c * dv + j] = 2.0 * A;
-        }
-        let channels = 2 * dk + dv;
-        let mut conv = vec![0.0; channels * CONV];
-        for c in 0..channels {
-            conv[c * CONV + CONV - 1] = 1.0;
-        }
-        let mut w_z = vec![0.0; dv * d];
-        for j in 0..dv {
-            w_z[j * d + Stream::ONE] = 32.0;
-        }
-        let mut w_b = vec![0.0; d];
-        w_b[Stream::ONE] = 32.0;
-        let mut net = DeltaNet::new(DeltaNetWeights {
-            d_model: d,
-            heads: 1,
-            d_k: dk,
-            d_v: dv,
-            w_qkv,
-            w_z,
-            w_b,
-            w_a: vec![0.0; d],
-            a_log: vec![-1000.0],
-            dt_bias: vec![0.0],
-            conv,
-            norm: vec![self.norm; dv],
-            eps: 1e-6,
-            w_out,
-        });
-        net.state.copy_from_slice(&self.state);
-        net
-    }
-
-    /// Nonzero weights: q, k and v rows (their channel and the constant), z, b, the conv taps,
-    /// the norm and out_proj.
-    pub fn nonzero(&self) -> usize {
-        let entries = |c: &Columns| c.iter().map(|(_, ch)| ch.iter().map(Vec::len).sum::<usize>()).sum::<usize>();
-        2 * (entries(&self.query) + entries(&self.key) + entries(&self.value))
-            + self.d_v
-            + 1
-            + 2 * self.d_k
-            + self.d_v
-            + self.d_v
-            + self.out.len()
-    }
-
-    /// Parameters of the head as Qwen3.5 stores them (dense; u64: more than 2^32 on wasm32).
-    pub fn parameters(&self, d_model: usize) -> u64 {
-        let (d, dk, dv) = (d_model as u64, self.d_k as u64, self.d_v as u64);
-        (2 * dk + dv) * d + dv * d + 2 * d + 2 + (2 * dk + dv) * CONV as u64 + dv + d * dv
     }
 }
 
