@@ -199,6 +199,49 @@ async fn paths_outside_the_roots_are_refused() {
     assert_alive(&mut ws, 21).await;
 }
 
+/// CUDA from the page compiles with the host's clang-19 to exactly the committed PTX; sources
+/// that would make clang read another file, oversized ones and broken ones get named errors.
+#[tokio::test]
+async fn cuda_compiles_on_the_host_and_other_files_stay_unread() {
+    let server = start("cuda");
+    let mut ws = connect(&server).await;
+    let k = kernels_wasm::qwengpu::suite::kernels().into_iter().find(|k| k.name == "bitonic_step").unwrap();
+    request(&mut ws, 1, Request::QwengpuCompile { cuda: k.cuda.into() }).await;
+    match recv(&mut ws).await {
+        ServerMessage::Result { id: 1, result: Reply::QwengpuPtx { ptx } } => {
+            assert!(ptx == k.ptx, "not the committed PTX")
+        }
+        other => panic!("{other:?}"),
+    }
+    let secret = server.dir.join("outside.txt").display().to_string();
+    let hostile = [
+        format!("#include \"{secret}\"\n"),
+        format!("  #  include <{secret}>\n"),
+        format!("%:include \"{secret}\"\n"),
+        format!("#inc\\\nlude \"{secret}\"\n"),
+        format!("#include_next \"qwengpu.h\"\n"),
+        format!("#if __has_include(\"{secret}\")\n#endif\n"),
+        "#embed \"/etc/passwd\"\n".to_string(),
+    ];
+    for (i, src) in hostile.iter().enumerate() {
+        let id = 10 + i as u64;
+        request(&mut ws, id, Request::QwengpuCompile { cuda: src.clone() }).await;
+        let (got, code, message) = error_of(recv(&mut ws).await);
+        assert_eq!((got, code), (Some(id), ErrorCode::PathRefused), "{src}: {message}");
+        assert!(message.contains("only `#include \"qwengpu.h\"`"), "{message}");
+    }
+    request(&mut ws, 20, Request::QwengpuCompile { cuda: "x".repeat(kernels_wasm::protocol::MAX_CUDA_BYTES + 1) })
+        .await;
+    let (_, code, message) = error_of(recv(&mut ws).await);
+    assert_eq!(code, ErrorCode::BadRequest, "{message}");
+    assert!(message.contains("limit"), "{message}");
+    request(&mut ws, 21, Request::QwengpuCompile { cuda: "__global__ void f(int *x) { x[0] = ; }\n".into() }).await;
+    let (_, code, message) = error_of(recv(&mut ws).await);
+    assert_eq!(code, ErrorCode::BadRequest, "{message}");
+    assert!(message.contains("error:") && !message.contains("substrates-cuda-"), "{message}");
+    assert_alive(&mut ws, 22).await;
+}
+
 #[tokio::test]
 async fn upgrades_without_token_or_from_other_origins_are_refused() {
     let server = start("auth");

@@ -296,6 +296,29 @@ test('qwenGPU tab: a suite kernel lowers and runs in the page, stepped warp-bloc
   await page.close();
 });
 
+test('qwenGPU tab: edited CUDA compiles on the host through the bridge, and the page lowers and runs it', async () => {
+  const page = await open(browser, `?token=${TOKEN}`, '#qwengpu');
+  await bridgeState(page, 'connected');
+  await page.selectOption('[data-testid=qwengpu-kernel]', { label: 'vadd' });
+  // vadd computes c = a + b; the edit makes it c = a - b, so the outputs must now differ.
+  const cuda = await page.inputValue('[data-testid=qwengpu-cuda]');
+  assert.ok(cuda.includes('a[i] + b[i]'), cuda);
+  await page.fill('[data-testid=qwengpu-cuda]', cuda.replaceAll('a[i] + b[i]', 'a[i] - b[i]'));
+  await page.click('[data-testid=qwengpu-cuda-compile]');
+  await page.waitForFunction(() => document.querySelector('[data-testid=qwengpu-cuda-status]').textContent.includes('compiled by'));
+  await page.click('summary:has-text("PTX (editable)")');
+  assert.match(await page.inputValue('[data-testid=qwengpu-ptx]'), /sub\.s32/);
+  await page.click('[data-testid=qwengpu-run]');
+  assert.match(await page.textContent('[data-testid=qwengpu-summary]'), /outputs DIFFER from the plain Rust version/);
+  // A source that would make the host read another file is refused by the bridge.
+  await page.fill('[data-testid=qwengpu-cuda]', '#include "/etc/passwd"\n');
+  await page.click('[data-testid=qwengpu-cuda-compile]');
+  await page.waitForFunction(() => document.querySelector('[data-testid=qwengpu-cuda-status]').textContent.includes('only'));
+  assert.match(await page.textContent('[data-testid=qwengpu-cuda-status]'), /line 1: only `#include "qwengpu.h"` may be included/);
+  page.assertNoErrors();
+  await page.close();
+});
+
 test('qwenGPU tab: a kernel runs on the compiled layers in the page, state rows beside the interpreter', async () => {
   const page = await open(browser, '', '#qwengpu');
   await page.waitForSelector('[data-testid=qwengpu-tab]');

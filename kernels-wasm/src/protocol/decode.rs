@@ -9,7 +9,7 @@ use serde_json::Value;
 
 const CLIENT_TYPES: &[&str] = &["hello", "request", "cancel"];
 const SERVER_TYPES: &[&str] = &["hello", "event", "result", "error"];
-const REQUEST_OPS: &[&str] = &["ping", "probe", "list_models", "model_info", "ebpf_run"];
+const REQUEST_OPS: &[&str] = &["ping", "probe", "list_models", "model_info", "ebpf_run", "qwengpu_compile"];
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {

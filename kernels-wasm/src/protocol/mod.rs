@@ -78,7 +78,14 @@ pub enum Request {
         #[serde(default = "two")]
         threads: u32,
     },
+    /// CUDA C → PTX with the host's clang-19 (the qwenGPU tab's CUDA editor); reply
+    /// [`Reply::QwengpuPtx`]. The source may include only `qwengpu.h` and is at most
+    /// [`MAX_CUDA_BYTES`].
+    QwengpuCompile { cuda: String },
 }
+
+/// Largest CUDA source [`Request::QwengpuCompile`] takes.
+pub const MAX_CUDA_BYTES: usize = 64 * 1024;
 
 fn two() -> u32 {
     2
@@ -199,6 +206,7 @@ pub enum Reply {
     Models { models: Vec<ModelEntry> },
     ModelInfo(ModelInfo),
     EbpfDone { generated: Vec<u32>, seconds_per_token: f64, calls_per_token: f64 },
+    QwengpuPtx { ptx: String },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

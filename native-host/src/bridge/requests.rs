@@ -82,6 +82,18 @@ impl Task {
                 let roots = self.config.roots.clone();
                 Ok(Reply::ModelInfo(blocking(move || roots.info(root, &path)).await??))
             }
+            Request::QwengpuCompile { cuda } => {
+                use crate::qwengpu::SourceError;
+                let ptx = blocking(move || crate::qwengpu::cuda_source_to_ptx(&cuda)).await?;
+                ptx.map(|ptx| Reply::QwengpuPtx { ptx }).map_err(|e| {
+                    let code = match e {
+                        SourceError::TooLarge(_) | SourceError::Compiler(_) => ErrorCode::BadRequest,
+                        SourceError::Include(_) => ErrorCode::PathRefused,
+                        SourceError::Timeout(_) | SourceError::Io(_) => ErrorCode::Internal,
+                    };
+                    Failure::new(code, e.to_string())
+                })
+            }
             Request::EbpfRun { model, prompt, max_tokens, threads } => {
                 let cancelled = Arc::new(std::sync::atomic::AtomicBool::new(false));
                 let _guard = super::ebpf_run::CancelOnDrop(cancelled.clone());

@@ -2,24 +2,32 @@
 //! PTX lowers to, and a run on the reference interpreter stepped one warp-block at a time:
 //! which lanes ran, the warp's registers and SIMT stack, and global memory. All in this page.
 
+use crate::bridge::Bridge;
 use crate::components::{Heatmap, StepControls};
 use crate::logic::qwengpu::{lanes, listing, trace, Trace};
 use crate::tabs::qwengpu_layers::LayersPanel;
+use kernels_wasm::protocol::{Reply, Request, ServerMessage};
 use kernels_wasm::qwengpu::suite::kernels;
 use leptos::prelude::*;
 
 #[component]
 pub fn QwenGpuTab() -> impl IntoView {
     let suite = StoredValue::new(kernels());
+    let bridge = expect_context::<Bridge>();
+    let connected = move || bridge.status.with(|s| s.hello().is_some_and(|h| h.capabilities.clang.available));
     let names: Vec<&'static str> = suite.with_value(|s| s.iter().map(|k| k.name).collect());
     let chosen = RwSignal::new(0usize);
     let ptx = RwSignal::new(suite.with_value(|s| s[0].ptx.to_string()));
+    let cuda = RwSignal::new(suite.with_value(|s| s[0].cuda.to_string()));
+    let cuda_status = RwSignal::new(String::new());
     let run = RwSignal::new(None::<Result<Trace, String>>);
     let position = RwSignal::new(0usize);
 
     let pick = move |i: usize| {
         chosen.set(i);
         ptx.set(suite.with_value(|s| s[i].ptx.to_string()));
+        cuda.set(suite.with_value(|s| s[i].cuda.to_string()));
+        cuda_status.set(String::new());
         run.set(None);
         position.set(0);
     };
@@ -27,6 +35,25 @@ pub fn QwenGpuTab() -> impl IntoView {
         let result = suite.with_value(|s| trace(&s[chosen.get_untracked()], &ptx.get_untracked()));
         position.set(0);
         run.set(Some(result));
+    };
+    // CUDA → PTX by the host's clang-19, through the bridge; the PTX replaces the editor's.
+    let compile_cuda = move |_| {
+        cuda_status.set("compiling on the host …".into());
+        let sent = bridge.request(Request::QwengpuCompile { cuda: cuda.get_untracked() }, move |m| {
+            match m {
+                ServerMessage::Result { result: Reply::QwengpuPtx { ptx: p }, .. } => {
+                    ptx.set(p.clone());
+                    run.set(None);
+                    cuda_status.set("compiled by the host's clang-19: the PTX editor holds its output".into());
+                }
+                ServerMessage::Error(e) => cuda_status.set(e.message.clone()),
+                _ => return false,
+            }
+            true
+        });
+        if let Err(e) = sent {
+            cuda_status.set(e);
+        }
     };
     let len = Signal::derive(move || {
         run.with(|r| r.as_ref().and_then(|r| r.as_ref().ok()).map(|t| t.snapshots.len()).unwrap_or(0))
@@ -127,8 +154,24 @@ pub fn QwenGpuTab() -> impl IntoView {
             <p data-testid="qwengpu-summary">{summary}</p>
             <div class="row">
                 <details class="demo" open>
-                    <summary>"CUDA"</summary>
-                    <pre class="source">{move || suite.with_value(|s| s[chosen.get()].cuda.to_string())}</pre>
+                    <summary>"CUDA (editable with the bridge: the host's clang-19 compiles it)"</summary>
+                    <textarea data-testid="qwengpu-cuda" rows="18" cols="70" prop:value=move || cuda.get()
+                        prop:readOnly=move || !connected()
+                        on:input=move |ev| cuda.set(event_target_value(&ev))></textarea>
+                    <div>
+                        <button data-testid="qwengpu-cuda-compile" on:click=compile_cuda prop:disabled=move || !connected()>
+                            "compile CUDA on the host"
+                        </button>
+                        " "
+                        <span data-testid="qwengpu-cuda-status" style="white-space: pre-wrap">{move || {
+                            let s = cuda_status.get();
+                            if s.is_empty() && !connected() {
+                                "no bridge with clang-19: the CUDA is read-only; the PTX can still be edited".to_string()
+                            } else {
+                                s
+                            }
+                        }}</span>
+                    </div>
                 </details>
                 <details class="demo">
                     <summary>"PTX (editable)"</summary>
