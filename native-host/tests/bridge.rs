@@ -219,7 +219,7 @@ async fn cuda_compiles_on_the_host_and_other_files_stay_unread() {
         format!("  #  include <{secret}>\n"),
         format!("%:include \"{secret}\"\n"),
         format!("#inc\\\nlude \"{secret}\"\n"),
-        format!("#include_next \"qwengpu.h\"\n"),
+        "#include_next \"qwengpu.h\"\n".to_string(),
         format!("#if __has_include(\"{secret}\")\n#endif\n"),
         "#embed \"/etc/passwd\"\n".to_string(),
     ];
