@@ -76,6 +76,11 @@ impl MemLayer {
         &self.state[i * self.d_v..(i + 1) * self.d_v]
     }
 
+    /// The decay `exp(−exp(A_log)·softplus(a + dt_bias))` with `A_log = −1000`, `a = 0`.
+    fn alpha(&self) -> f32 {
+        (-(-1000.0f32).exp() * 2.0f32.ln()).exp()
+    }
+
     /// The hot entries of a projection: `(M/2)·(n+1)` is M on hot channels, 0 on cold ones.
     fn hot_entries(cols: &Columns, st: &State) -> Vec<(usize, f32)> {
         let mut v = Vec::new();
@@ -100,6 +105,11 @@ impl MemLayer {
         let (dv, scale) = (self.d_v, 1.0 / (self.d_k as f32).sqrt());
         let mut k = Self::hot_entries(&self.key, st);
         let mut q = Self::hot_entries(&self.query, st);
+        // No key and no query: with α = 1 the state stays as it is (k = 0 adds k ⊗ δ = 0) and
+        // o = Sᵀ·0 = 0 gives a zero output, so there is nothing to compute.
+        if k.is_empty() && q.is_empty() && self.alpha() == 1.0 {
+            return Ok(());
+        }
         l2(&mut k, 1.0);
         l2(&mut q, scale);
         let mut v = vec![0.0f32; dv];
@@ -108,7 +118,7 @@ impl MemLayer {
         }
         // β = sigmoid(32) = 1 and α = exp(−exp(−1000)·softplus(0)) = 1, as `memory` sets them.
         let beta = 1.0 / (1.0 + (-32.0f32).exp());
-        let alpha = (-(-1000.0f32).exp() * 2.0f32.ln()).exp();
+        let alpha = self.alpha();
         if alpha != 1.0 {
             self.state.iter_mut().for_each(|x| *x *= alpha);
         }

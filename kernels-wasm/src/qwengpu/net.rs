@@ -271,6 +271,8 @@ pub struct MlpLayer {
     bias: Vec<f32>,
     /// Units evaluated so far (for profiling).
     pub evaluated: u64,
+    /// Scratch: the units that fired in this token.
+    fired: Vec<(u32, f32)>,
 }
 
 struct Prepared {
@@ -337,6 +339,7 @@ impl MlpLayer {
             always: 0,
             bias,
             evaluated: 0,
+            fired: Vec::new(),
         };
         let mut i = 0;
         while i < filed.len() {
@@ -403,7 +406,8 @@ impl MlpLayer {
     }
 
     pub fn forward(&mut self, s: &Stream, st: &mut State, layer: usize) -> Result<(), StreamError> {
-        let mut fired: Vec<(u32, f32)> = Vec::new();
+        let mut fired = core::mem::take(&mut self.fired);
+        fired.clear();
         let mut eval = |range: core::ops::Range<usize>, st: &State| {
             for i in range {
                 // W_up is the constant channel: up = 1.
@@ -424,12 +428,16 @@ impl MlpLayer {
         }
         eval(self.always as usize..self.orig.len(), st);
         self.evaluated += n as u64;
-        for (i, h) in fired {
+        let mut result = Ok(());
+        for &(i, h) in &fired {
             for &c in &self.writes[self.write_at[i as usize] as usize..self.write_at[i as usize + 1] as usize] {
-                st.write(s, c as usize, h, layer)?;
+                if result.is_ok() {
+                    result = st.write(s, c as usize, h, layer);
+                }
             }
         }
-        Ok(())
+        self.fired = fired;
+        result
     }
 
     /// The same layer as dense matrices (for tests on small streams).
