@@ -22,21 +22,24 @@ fn sign(w: &Nibs, negative: bool) -> Cond {
 }
 
 /// `shl`, `shr`, `sra` by b: (b mod 4) bits at layer 6, (b div 4) mod 8 nibbles at layer 8; an
-/// amount of 32 or more gives 0 (or the sign for `sra`).
+/// amount of 32 or more gives 0 (or the sign for `sra`). Each shift has its own copy of the
+/// operand, so its units are reached through the operand's digits (hot only for that shift), not
+/// through the opcode.
 pub fn shifts(b: &mut Builder, op_is: OpIs, opa: &Nibs, opb: &Nibs) -> Nibs {
     let (shl, shr, sra) = (op_is(Op::Alu(Alu::Shl)), op_is(Op::Alu(Alu::Shr)), op_is(Op::Alu(Alu::Sra)));
     let on = union(&[shl.clone(), shr.clone(), sra.clone()]);
-    let (x, s, y, z) = (b.word("shift.a", 8), b.word("shift.b", 8), b.word("shift.bits", 8), b.word("shift", 8));
-    b.copy(5, core::slice::from_ref(&on), opa, &x);
+    let (s, z) = (b.word("shift.b", 8), b.word("shift", 8));
     b.copy(5, core::slice::from_ref(&on), opb, &s);
     let small = b.s.group("shift.small", 2);
     let mut conds: Vec<Cond> = (2..8).map(|k| is(s[k], 0)).collect();
     conds.push(any_of(s[1], |d| d < 2));
     b.unit(6, conds, vec![small.ch(1)]);
     b.unit(7, vec![active(s[0]), Cond::None(vec![small.ch(1)])], vec![small.ch(0)]);
-    // Bits: nibble k takes its neighbour's bits (the lower one left, the upper one right).
-    for (op, left) in [(&shl, true), (&shr, false), (&sra, false)] {
+    for (op, left, name) in [(&shl, true, "shl"), (&shr, false, "shr"), (&sra, false, "sra")] {
         let arith = op == &sra;
+        let (x, y) = (b.word(&alloc::format!("{name}.a"), 8), b.word(&alloc::format!("{name}.bits"), 8));
+        b.copy(5, core::slice::from_ref(op), opa, &x);
+        // Bits: nibble k takes its neighbour's bits (the lower one left, the upper one right).
         for k in 0..8usize {
             for t in 0..4 {
                 let tc = any_of(s[0], |d| d & 3 == t);
@@ -52,31 +55,24 @@ pub fn shifts(b: &mut Builder, op_is: OpIs, opa: &Nibs, opb: &Nibs) -> Nibs {
                     match nb.filter(|_| t > 0) {
                         Some(nb) => {
                             for v in 0..16 {
-                                b.unit(
-                                    6,
-                                    vec![op.clone(), tc.clone(), is(x[k], u), is(x[nb], v)],
-                                    vec![y[k].ch(shift(v))],
-                                );
+                                b.unit(6, vec![is(x[k], u), tc.clone(), is(x[nb], v)], vec![y[k].ch(shift(v))]);
                             }
                         }
                         // No neighbour: zeros come in, or the sign for sra's top nibble.
                         None => {
                             let fill = if arith && k == 7 && u >= 8 { 15 } else { 0 };
-                            b.unit(6, vec![op.clone(), tc.clone(), is(x[k], u)], vec![y[k].ch(shift(fill))]);
+                            b.unit(6, vec![is(x[k], u), tc.clone()], vec![y[k].ch(shift(fill))]);
                         }
                     }
                 }
             }
         }
-    }
-    // Nibbles: m = (b >> 2) mod 8.
-    for (op, left) in [(&shl, true), (&shr, false), (&sra, false)] {
-        let arith = op == &sra;
+        // Nibbles: m = (b >> 2) mod 8.
         for m in 0..8 {
             let mc = [any_of(s[0], |d| d >> 2 == m & 3), any_of(s[1], |d| d & 1 == m >> 2)];
             for (k, zk) in z.iter().enumerate() {
                 let src = if left { k.checked_sub(m) } else { Some(k + m).filter(|&i| i < 8) };
-                let mut base = vec![op.clone(), is(small, 1)];
+                let mut base = vec![is(small, 1)];
                 base.extend(mc.iter().cloned());
                 match src {
                     Some(i) => b.copy(8, &base, &[y[i]], &[*zk]),
@@ -87,7 +83,11 @@ pub fn shifts(b: &mut Builder, op_is: OpIs, opa: &Nibs, opb: &Nibs) -> Nibs {
                             b.unit(8, c, vec![zk.ch(if neg { 15 } else { 0 })]);
                         }
                     }
-                    None => b.unit(8, base, vec![zk.ch(0)]),
+                    None => {
+                        let mut c = base.clone();
+                        c.push(active(x[0]));
+                        b.unit(8, c, vec![zk.ch(0)]);
+                    }
                 }
             }
         }
@@ -96,7 +96,7 @@ pub fn shifts(b: &mut Builder, op_is: OpIs, opa: &Nibs, opb: &Nibs) -> Nibs {
             if neg && !arith {
                 continue;
             }
-            let mut c = vec![op.clone(), is(small, 0)];
+            let mut c = vec![active(x[0]), is(small, 0)];
             if arith {
                 c.push(sign(&x, neg));
             }

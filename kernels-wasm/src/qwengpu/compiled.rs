@@ -20,7 +20,7 @@
 //! | 26–33 | | atomicAdd's sum |
 //! | 6–71 | | multiplier: nibble products, a tree of adders (64-bit for `mul.hi`) |
 //! | 6–113 | | divider: radix-16 long division against the 15 multiples of the divisor |
-//! | 26–36 | 27: each warp's SIMT stack; 28: each CTA's warp statuses | the sequencer's CTRL and FETCH (`control`) |
+//! | 26–37 | 27: each warp's SIMT stack; 28: each CTA's warp statuses | the sequencer's CTRL and FETCH (`control`) |
 //! | 114 | | result multiplexer, the output record, the next record |
 //!
 //! (Depths are counted after a prologue layer that makes the thread and ROM-row one-hots from
@@ -333,17 +333,17 @@ impl Compiled {
         // Layer 5: routing, logic, moves; 6: select, branch outcome.
         let res = word(&mut b, "result");
         let logic = word(&mut b, "logic");
+        // Each logic op has its own operand copies, so its table is reached through their digits.
         type Logic = fn(usize, usize) -> usize;
         let table: [(Alu, Logic); 3] = [(Alu::And, |x, y| x & y), (Alu::Or, |x, y| x | y), (Alu::Xor, |x, y| x ^ y)];
         for (alu, fun) in table {
+            let (la, lb) = (word(&mut b, "logic.a"), word(&mut b, "logic.b"));
+            b.copy(5, &[op_is(Op::Alu(alu))], &opa, &la);
+            b.copy(5, &[op_is(Op::Alu(alu))], &opb, &lb);
             for k in 0..8 {
                 for x in 0..16 {
                     for y in 0..16 {
-                        b.unit(
-                            5,
-                            vec![op_is(Op::Alu(alu)), is(opa[k], x), is(opb[k], y)],
-                            vec![logic[k].ch(fun(x, y))],
-                        );
+                        b.unit(6, vec![is(la[k], x), is(lb[k], y)], vec![logic[k].ch(fun(x, y))]);
                     }
                 }
             }
@@ -487,10 +487,10 @@ impl Compiled {
         let mul = super::alu_units::multiplier(&mut b, &op_is, &opa, &opb);
         let div = super::alu_units::divider(&mut b, &op_is, &opa, &opb);
 
-        // The sequencer: CTRL and FETCH (26–36, its heads at 27 and 28).
+        // The sequencer: CTRL and FETCH (26–37, its heads at 27 and 28).
         seq.control(&mut b, 26);
         // Output record (after every unit).
-        let out = b.depth().max(37);
+        let out = b.depth().max(38);
         seq.exec_next(&mut b, out, &op, f.end, f.tgt, f.join, taken);
         let writes_reg = |o: Op| matches!(o, Op::Mov | Op::Alu(_) | Op::Set(_) | Op::Sel | Op::Ld(_) | Op::Atom(_));
         let ork = b.s.group("out.reg", threads * rows);

@@ -188,7 +188,7 @@ impl Seq {
         }
     }
 
-    /// The CTRL and FETCH layers from `at` (10 decoder layers; the two heads at `at + 1`, `at + 2`).
+    /// The CTRL and FETCH layers from `at` (12 decoder layers; the two heads at `at + 1`, `at + 2`).
     // Entries are parallel arrays (read row, raw, new, popped) indexed by depth.
     #[allow(clippy::needless_range_loop)]
     pub fn control(&self, b: &mut Builder, at: usize) -> usize {
@@ -398,19 +398,22 @@ impl Seq {
             );
         }
         // at+10: schedule (the interpreter's rule), the CTA's row, the next record.
+        // The next warp as an offset from this one (`to − wi`, or the next CTA's `count − wi`), so
+        // that no unit needs this warp's index and the CTA index together (at+11 adds them).
+        let step = b.s.group("ctrl.step", 2 * z.per_cta + 1);
+        // The warp-in-CTA index again, hot only in CTRL tokens, so the scheduling units are
+        // reached only there (every EXEC token carries `wi`).
+        let cwi = b.s.group("ctrl.wi", z.per_cta);
+        copy_group(b, at + 9, core::slice::from_ref(&ctrl), r.wi, cwi);
         let live = |j: usize| is(st2[j], LIVE);
         let not_live = |j: usize| any_of(st2[j], |s| s != LIVE);
         let w = z.per_cta;
         let fetch = |b: &mut Builder, conds: Vec<Cond>, to: usize, release: bool| {
             // The same CTA: warp − wi + to.
-            for g in 0..z.warps {
-                for i in 0..w.min(g + 1) {
-                    let mut c = conds.clone();
-                    c.extend([is(r.warp, g), is(r.wi, i)]);
-                    if g - i + to < z.warps {
-                        b.unit(at + 10, c, vec![n.warp.ch(g - i + to)]);
-                    }
-                }
+            for i in 0..w {
+                let mut c = conds.clone();
+                c.push(is(cwi, i));
+                b.unit(at + 10, c, vec![step.ch(to + w - i)]);
             }
             let mut c = conds.clone();
             c.push(ctrl.clone());
@@ -426,7 +429,7 @@ impl Seq {
             }
         };
         for i in 0..w {
-            let wi = is(r.wi, i);
+            let wi = is(cwi, i);
             fetch(b, vec![ctrl.clone(), wi.clone(), live(i)], i, false);
             for j in i + 1..w {
                 let mut c = vec![ctrl.clone(), wi.clone(), not_live(i), live(j)];
@@ -467,19 +470,22 @@ impl Seq {
             }
             c.push(any_of(st2[count - 1], |s| s != ABSENT));
             b.unit(at + 10, c.clone(), vec![n.kind.ch(FETCH), n.wi.ch(0)]);
-            for g in 0..z.warps {
-                for i in 0..w.min(g + 1) {
-                    if g - i + count < z.warps {
-                        let mut c2 = c.clone();
-                        c2.extend([is(r.warp, g), is(r.wi, i)]);
-                        b.unit(at + 10, c2, vec![n.warp.ch(g - i + count)]);
-                    }
-                }
+            for i in 0..w {
+                let mut c2 = c.clone();
+                c2.push(is(cwi, i));
+                b.unit(at + 10, c2, vec![step.ch(count + w - i)]);
             }
             for k in 0..z.ctas - 1 {
                 let mut c2 = c.clone();
                 c2.push(is(r.cta, k));
                 b.unit(at + 10, c2, vec![n.cta.ch(k + 1)]);
+            }
+        }
+        for g in 0..z.warps {
+            for d in 0..step.len {
+                if (g + d).checked_sub(w).is_some_and(|x| x < z.warps) {
+                    b.unit(at + 11, vec![ctrl.clone(), is(step, d), is(r.warp, g)], vec![n.warp.ch(g + d - w)]);
+                }
             }
         }
         copy_group(b, at + 10, core::slice::from_ref(&ctrl), r.cta, self.osk);
@@ -510,6 +516,6 @@ impl Seq {
         for g in [(r.warp, n.warp), (r.wi, n.wi), (r.cta, n.cta)] {
             copy_group(b, at + 3, core::slice::from_ref(&fetch_k), g.0, g.1);
         }
-        at + 11
+        at + 12
     }
 }

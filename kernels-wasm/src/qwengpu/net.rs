@@ -389,6 +389,20 @@ impl MlpLayer {
         n
     }
 
+    /// Per pivot group: its id and how many units are filed under each of its channels.
+    pub fn pivot_sizes(&self, s: &Stream) -> Vec<(usize, Vec<u32>)> {
+        self.pivot
+            .iter()
+            .map(|&(g, at)| {
+                let len = s.groups[g as usize].2;
+                (
+                    g as usize,
+                    (0..len).map(|o| self.starts[at as usize + o + 1] - self.starts[at as usize + o]).collect(),
+                )
+            })
+            .collect()
+    }
+
     /// Groups the pivots lie in.
     pub fn pivot_groups(&self) -> usize {
         self.pivot.len()

@@ -565,3 +565,43 @@ mod tests {
         }
     }
 }
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod profile {
+    use super::*;
+    use crate::qwengpu::isa::MachineSpec;
+    use crate::qwengpu::suite::kernels;
+    #[test]
+    #[ignore]
+    fn profile() {
+        let spec = MachineSpec::default();
+        let mut r = Runner::new(Compiled::new(spec).unwrap());
+        r.lockstep = false;
+        let mut tokens = 0;
+        for k in kernels() {
+            let (kernel, p, _) = k.machine(k.ptx, &spec).unwrap();
+            tokens += r.launch(&kernel.program, &p.memory, &p.launch, 100_000).unwrap().tokens;
+        }
+        let s = &r.c.stream;
+        let mut ev: Vec<(u64, usize)> =
+            r.c.layers
+                .iter()
+                .enumerate()
+                .filter_map(|(i, l)| if let Layer::Mlp(m) = l { Some((m.evaluated, i)) } else { None })
+                .collect();
+        ev.sort();
+        ev.reverse();
+        for &(e, i) in &ev[..10] {
+            if let Layer::Mlp(m) = &r.c.layers[i] {
+                let mut big: Vec<(u32, String)> = m
+                    .pivot_sizes(s)
+                    .into_iter()
+                    .map(|(g, v)| (v.iter().copied().max().unwrap_or(0), s.groups[g].0.clone()))
+                    .collect();
+                big.sort();
+                big.reverse();
+                std::println!("layer {i}: {} per token; biggest pivots {:?}", e / tokens, &big[..big.len().min(6)]);
+            }
+        }
+    }
+}
