@@ -136,22 +136,30 @@ pub struct State {
     pub hot: Vec<Option<u16>>,
     /// Groups made hot since the last `reset`.
     touched: Vec<u32>,
+    /// A write failed part-way: the next reset clears every channel.
+    dirty: bool,
 }
 
 impl State {
     /// Everything cold except the constant.
     pub fn new(s: &Stream) -> State {
-        let mut st = State { x: vec![-A; s.d], hot: vec![None; s.groups.len()], touched: Vec::new() };
+        let mut st = State { x: vec![-A; s.d], hot: vec![None; s.groups.len()], touched: Vec::new(), dirty: false };
         st.set(s, 0);
         st
     }
 
     /// Back to `State::new` by undoing only what changed.
     pub fn reset(&mut self, s: &Stream) {
+        if core::mem::take(&mut self.dirty) {
+            self.touched.clear();
+            self.x.iter_mut().for_each(|v| *v = -A);
+            self.hot.iter_mut().for_each(|h| *h = None);
+        }
+        // A group holds −A everywhere but its hot channel: only that one goes back.
         for g in self.touched.drain(..) {
-            let (_, at, len) = &s.groups[g as usize];
-            self.x[*at..at + len].iter_mut().for_each(|v| *v = -A);
-            self.hot[g as usize] = None;
+            if let Some(h) = self.hot[g as usize].take() {
+                self.x[s.groups[g as usize].1 + h as usize] = -A;
+            }
         }
         self.set(s, 0);
     }
@@ -203,6 +211,7 @@ impl State {
         self.x[ch] += add;
         self.touched.push(g as u32);
         if self.x[ch] != A || self.hot[g].is_some() {
+            self.dirty = true;
             return Err(StreamError {
                 layer,
                 what: alloc::format!("a second value written into {} (channel now {})", s.name(ch), self.x[ch]),
@@ -544,7 +553,12 @@ mod tests {
         }
         let mut layer = MlpLayer::new(&s, &units);
         let dense = layer.dense(&s);
+        let fresh = State::new(&s);
+        let mut reused = State::new(&s);
         for _ in 0..200 {
+            // A reset state is a fresh one, channel for channel (the executor reuses one state).
+            reused.reset(&s);
+            assert_eq!((&reused.x, &reused.hot), (&fresh.x, &fresh.hot));
             let mut st = State::new(&s);
             for g in &ins {
                 if !rng.next_u64().is_multiple_of(5) {
@@ -556,6 +570,12 @@ mod tests {
             layer.forward(&s, &mut st, 0).unwrap();
             st.check(&s, 0).unwrap();
             assert_eq!(st.x, x);
+            for (g, h) in st.hot.iter().enumerate().skip(1) {
+                if let Some(h) = h {
+                    reused.put(&s, Group { id: g, at: s.groups[g].1, len: s.groups[g].2 }, *h as usize);
+                }
+            }
+            assert_eq!(reused.x, st.x);
         }
     }
 
