@@ -591,7 +591,8 @@ mod profile {
                 .collect();
         ev.sort();
         ev.reverse();
-        for &(e, i) in &ev[..10] {
+        std::println!("total per token {}", ev.iter().map(|e| e.0).sum::<u64>() / tokens);
+        for &(e, i) in &ev[..16] {
             if let Layer::Mlp(m) = &r.c.layers[i] {
                 let mut big: Vec<(u32, String)> = m
                     .pivot_sizes(s)

@@ -49,17 +49,30 @@ pub fn LayersPanel(
         ptx.track();
         run.set(None);
     });
+    let busy = RwSignal::new(false);
     let start = move |_| {
-        let now = || window().and_then(|w| w.performance()).map(|p| p.now()).unwrap_or(0.0);
-        let result = runner.try_update_value(|slot| {
-            if slot.is_none() {
-                *slot = Some(Runner::new(Compiled::new(MachineSpec::default()).map_err(|e| e.to_string())?));
-            }
-            let r = slot.as_mut().ok_or("no compiled machine")?;
-            suite.with_value(|s| layers_run(r, &s[chosen.get_untracked()], &ptx.get_untracked(), now))
-        });
-        position.set(0);
-        run.set(Some(result.unwrap_or_else(|| Err("the compiled machine is gone".into()))));
+        if busy.get_untracked() {
+            return;
+        }
+        busy.set(true);
+        run.set(None);
+        // Let the page show that it is working before the (seconds-long) build and run.
+        set_timeout(
+            move || {
+                let now = || window().and_then(|w| w.performance()).map(|p| p.now()).unwrap_or(0.0);
+                let result = runner.try_update_value(|slot| {
+                    if slot.is_none() {
+                        *slot = Some(Runner::new(Compiled::new(MachineSpec::default()).map_err(|e| e.to_string())?));
+                    }
+                    let r = slot.as_mut().ok_or("no compiled machine")?;
+                    suite.with_value(|s| layers_run(r, &s[chosen.get_untracked()], &ptx.get_untracked(), now))
+                });
+                position.set(0);
+                run.set(Some(result.unwrap_or_else(|| Err("the compiled machine is gone".into()))));
+                busy.set(false);
+            },
+            std::time::Duration::from_millis(30),
+        );
     };
     let ok = move || run.with(|r| r.as_ref().and_then(|r| r.as_ref().ok()).cloned());
     let len = Signal::derive(move || {
@@ -67,6 +80,14 @@ pub fn LayersPanel(
     });
     let summary = move || {
         run.with(|r| match r {
+            None if busy.get() => {
+                let first = runner.with_value(|r| r.is_none());
+                if first {
+                    "building the layers (once per page), then running in lockstep with the interpreter …".to_string()
+                } else {
+                    "running in lockstep with the interpreter …".to_string()
+                }
+            }
             None => "not run yet".to_string(),
             Some(Err(e)) => e.clone(),
             Some(Ok(r)) => {
@@ -218,7 +239,7 @@ pub fn LayersPanel(
                 "then CTRL: branch, reconvergence, the next warp; FETCH: its top entry). The host only copies each output record "
                 "into the next token. The first run builds the layers (a few seconds)."
             </p>
-            <button data-testid="qwengpu-layers-run" on:click=start>"run on the compiled layers"</button>
+            <button data-testid="qwengpu-layers-run" on:click=start prop:disabled=move || busy.get()>"run on the compiled layers"</button>
             <p data-testid="qwengpu-layers-summary">{summary}</p>
             <p data-testid="qwengpu-layers-speed">{speed}</p>
             <StepControls len=len position=position />
