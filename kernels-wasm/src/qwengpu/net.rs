@@ -222,8 +222,19 @@ impl State {
     }
 }
 
+/// SiLU, `x / (1 + exp(−x))` in f32. For |x| ≥ 104 the result is known without `exp`: for
+/// x ≥ 104, `exp(−x)` is below half the smallest subnormal step of 1, so `1 + exp(−x)` rounds to
+/// 1 and the result is x; for x ≤ −104, `exp(−x)` overflows to +inf and `x / inf` is −0. The
+/// gates here are ±128 and beyond, so this skips nearly every `exp` and changes no bit (the tests
+/// compare against `alu::Mlp`, which always calls `exp`).
 pub(super) fn silu(x: f32) -> f32 {
-    x / (1.0 + (-x).exp())
+    if x >= 104.0 {
+        x
+    } else if x <= -104.0 {
+        -0.0
+    } else {
+        x / (1.0 + (-x).exp())
+    }
 }
 
 /// Per group read by a layer, per channel of it, the (target, weight) pairs of its column.
@@ -531,6 +542,20 @@ mod tests {
         let n: Vec<f32> = x.iter().map(|v| v * r).collect();
         for (xi, yi) in x.iter_mut().zip(f(&n)) {
             *xi += yi;
+        }
+    }
+
+    /// The shortcut SiLU is bit-for-bit the formula, across and around its cut-offs.
+    #[test]
+    fn silu_without_exp_is_the_formula() {
+        let formula = |x: f32| x / (1.0 + (-x).exp());
+        let mut x = -300.0f32;
+        while x <= 300.0 {
+            assert_eq!(silu(x).to_bits(), formula(x).to_bits(), "{x}");
+            x += 0.125;
+        }
+        for x in [103.99f32, 104.0, 104.01, -103.99, -104.0, -104.01, 128.0, -128.0, 4096.0, -4096.0, 1e30, -1e30] {
+            assert_eq!(silu(x).to_bits(), formula(x).to_bits(), "{x}");
         }
     }
 
