@@ -75,6 +75,8 @@ pub struct Runner {
     pub lockstep: bool,
     /// Record a [`StepView`] per step (for the playground).
     pub views: bool,
+    /// A clock in seconds; when set, the execution phase (first FETCH to DONE) is timed.
+    pub clock: Option<fn() -> f64>,
 }
 
 /// One token of a step, as its input and output records say.
@@ -128,7 +130,7 @@ fn row_word(head: &MemLayer, row: usize) -> Option<u32> {
 impl Runner {
     pub fn new(c: Compiled) -> Runner {
         let st = State::new(&c.stream);
-        Runner { c, st, tokens: 0, lockstep: true, views: false }
+        Runner { c, st, tokens: 0, lockstep: true, views: false, clock: None }
     }
 
     fn head(&self, i: usize) -> &MemLayer {
@@ -226,10 +228,12 @@ fn with_pending(w: Option<(usize, u32)>, row: usize, v: Option<u32>) -> Option<u
 }
 
 /// What a launch did on the compiled layers.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Report {
     pub steps: u64,
     pub tokens: u64,
+    /// Seconds from the first FETCH to DONE (with a [`Runner::clock`]), lockstep included if on.
+    pub exec_seconds: Option<f64>,
     pub counts: TokenCounts,
     pub global: Vec<u32>,
     pub records: Vec<StepRecord>,
@@ -340,6 +344,7 @@ impl Runner {
         let mut views = Vec::new();
         let mut seen = Vec::new();
         let exec_start = self.tokens;
+        let started = self.clock.map(|c| c());
         let field = |set: &[(Group, usize)], g: Group| set.iter().find(|(x, _)| *x == g).map(|&(_, i)| i);
         loop {
             let kind = field(&set, r.kind);
@@ -389,6 +394,7 @@ impl Runner {
                 }
             }
         }
+        let exec_seconds = self.clock.zip(started).map(|(c, t)| c() - t);
         counts.exec = self.tokens - exec_start - counts.control;
         counts.val = spec.global_words as u64;
         // VAL: read every global word back (the first also applies the last pending writes).
@@ -398,7 +404,15 @@ impl Runner {
             pending = Pending::default();
             global.push(out.val.ok_or_else(|| RunError::Program(alloc::format!("no VAL for word {i}")))?);
         }
-        Ok(Report { steps: records.len() as u64, tokens: self.tokens - start, counts, global, records, views })
+        Ok(Report {
+            steps: records.len() as u64,
+            tokens: self.tokens - start,
+            exec_seconds,
+            counts,
+            global,
+            records,
+            views,
+        })
     }
 
     /// A register-file copy's word for `row`, with the in-flight write applied.
