@@ -281,10 +281,14 @@ pub struct MlpLayer {
     offsets: Vec<u16>,
     write_at: Vec<u32>,
     writes: Vec<u32>,
-    /// Per pivot group: its id and where its channels' ranges start in `starts`; channel o's
-    /// units are `starts[at + o]..starts[at + o + 1]`.
+    /// Per pivot group: its id and where its channels start in `starts`; channel o's units are
+    /// the buckets `starts[at + o]..starts[at + o + 1]`. A bucket is a second condition's group
+    /// and where its channels start in `sstarts` (channel h's units: `sstarts[at2 + h]..
+    /// sstarts[at2 + h + 1]`), or `NO_SECOND` and one range `sstarts[at2]..sstarts[at2 + 1]`.
     pivot: Vec<(u32, u32)>,
     starts: Vec<u32>,
+    buckets: Vec<(u32, u32)>,
+    sstarts: Vec<u32>,
     /// Stored units with no `Any` condition (they fire with every channel cold): the tail.
     always: u32,
     /// The weight on the constant channel, per original unit.
@@ -298,8 +302,11 @@ pub struct MlpLayer {
 struct Prepared {
     terms: Vec<(Term, Vec<u16>)>,
     pivot: Option<usize>,
+    second: Option<usize>,
     base: f32,
 }
+
+const NO_SECOND: u32 = u32::MAX;
 
 impl MlpLayer {
     pub fn new(s: &Stream, units: &[Unit]) -> MlpLayer {
@@ -309,7 +316,7 @@ impl MlpLayer {
             // Weight ±128 on each listed channel; the constant puts the all-hit gate at 128.
             let (mut all_cold, mut any) = (0.0f32, 0usize);
             let mut terms: Vec<(Term, Vec<u16>)> = Vec::new();
-            let mut best: Option<(f32, usize)> = None;
+            let mut ranked: Vec<(f32, usize)> = Vec::new();
             for c in &unit.conds {
                 let (chans, w) = match c {
                     Cond::Any(ch) => (ch, 128.0),
@@ -323,25 +330,38 @@ impl MlpLayer {
                 all_cold -= w * chans.len() as f32;
                 if matches!(c, Cond::Any(_)) {
                     any += 1;
-                    let selectivity = chans.len() as f32 / s.groups[g].2 as f32;
-                    if best.is_none_or(|(b, _)| selectivity < b) {
-                        best = Some((selectivity, terms.len()));
-                    }
+                    ranked.push((chans.len() as f32 / s.groups[g].2 as f32, terms.len()));
                 }
                 terms.push((Term { group: g as u32, first: 0, len: offsets.len() as u32, w }, offsets));
             }
             // All hit: every Any list has one hot channel (+256 each from all cold).
             let b = 128.0 - 256.0 * any as f32 - all_cold;
             bias.push(b);
-            prepared.push(Prepared { terms, pivot: best.map(|b| b.1), base: b + all_cold });
+            // The most selective condition files the unit; the next one (in another group)
+            // narrows the bucket, unless filing under every pair of their channels would copy
+            // the unit more than 16 times.
+            ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let pivot = ranked.first().map(|r| r.1);
+            let second = pivot.and_then(|p| {
+                ranked.iter().skip(1).map(|r| r.1).find(|&t| terms[t].0.group != terms[p].0.group)
+            });
+            let second = second.filter(|&t| pivot.is_some_and(|p| terms[p].1.len() * terms[t].1.len() <= 16));
+            prepared.push(Prepared { terms, pivot, second, base: b + all_cold });
         }
-        // Pivot order: (group, channel) → units.
-        let mut filed: Vec<(u32, u16, u32)> = Vec::new();
+        // Pivot order: (group, channel, second group, its channel) → units.
+        let mut filed: Vec<(u32, u16, u32, u16, u32)> = Vec::new();
         let mut always = Vec::new();
         for (u, p) in prepared.iter().enumerate() {
-            match p.pivot {
-                Some(t) => filed.extend(p.terms[t].1.iter().map(|&o| (p.terms[t].0.group, o, u as u32))),
-                None => always.push(u as u32),
+            let Some(t) = p.pivot else {
+                always.push(u as u32);
+                continue;
+            };
+            let (pt, po) = (&p.terms[t].0, &p.terms[t].1);
+            for &o in po {
+                match p.second {
+                    Some(t2) => filed.extend(p.terms[t2].1.iter().map(|&o2| (pt.group, o, p.terms[t2].0.group, o2, u as u32))),
+                    None => filed.push((pt.group, o, NO_SECOND, 0, u as u32)),
+                }
             }
         }
         filed.sort_unstable();
@@ -356,6 +376,8 @@ impl MlpLayer {
             writes: vec![],
             pivot: vec![],
             starts: vec![],
+            buckets: vec![],
+            sstarts: vec![],
             always: 0,
             bias,
             evaluated: 0,
@@ -367,13 +389,23 @@ impl MlpLayer {
             let at = layer.starts.len() as u32;
             layer.pivot.push((g, at));
             for o in 0..s.groups[g as usize].2 as u16 {
-                layer.starts.push(layer.orig.len() as u32);
+                layer.starts.push(layer.buckets.len() as u32);
                 while i < filed.len() && filed[i].0 == g && filed[i].1 == o {
-                    layer.store(&prepared[filed[i].2 as usize], &units[filed[i].2 as usize], filed[i].2);
-                    i += 1;
+                    let g2 = filed[i].2;
+                    layer.buckets.push((g2, layer.sstarts.len() as u32));
+                    let same = |f: &(u32, u16, u32, u16, u32)| f.0 == g && f.1 == o && f.2 == g2;
+                    let channels = if g2 == NO_SECOND { 1 } else { s.groups[g2 as usize].2 as u16 };
+                    for o2 in 0..channels {
+                        layer.sstarts.push(layer.orig.len() as u32);
+                        while i < filed.len() && same(&filed[i]) && filed[i].3 == o2 {
+                            layer.store(&prepared[filed[i].4 as usize], &units[filed[i].4 as usize], filed[i].4);
+                            i += 1;
+                        }
+                    }
+                    layer.sstarts.push(layer.orig.len() as u32);
                 }
             }
-            layer.starts.push(layer.orig.len() as u32);
+            layer.starts.push(layer.buckets.len() as u32);
         }
         layer.always = layer.orig.len() as u32;
         for u in always {
@@ -415,10 +447,17 @@ impl MlpLayer {
             .iter()
             .map(|&(g, at)| {
                 let len = s.groups[g as usize].2;
-                (
-                    g as usize,
-                    (0..len).map(|o| self.starts[at as usize + o + 1] - self.starts[at as usize + o]).collect(),
-                )
+                let units = |o: usize| -> u32 {
+                    let k = at as usize + o;
+                    (self.starts[k]..self.starts[k + 1])
+                        .map(|b| {
+                            let (g2, at2) = self.buckets[b as usize];
+                            let n = if g2 == NO_SECOND { 1 } else { s.groups[g2 as usize].2 };
+                            self.sstarts[at2 as usize + n] - self.sstarts[at2 as usize]
+                        })
+                        .sum()
+                };
+                (g as usize, (0..len).map(units).collect())
             })
             .collect()
     }
@@ -455,9 +494,19 @@ impl MlpLayer {
         for &(g, at) in &self.pivot {
             if let Some(h) = st.hot[g as usize] {
                 let k = (at + h as u32) as usize;
-                let range = self.starts[k] as usize..self.starts[k + 1] as usize;
-                n += range.len();
-                eval(range, st);
+                for &(g2, at2) in &self.buckets[self.starts[k] as usize..self.starts[k + 1] as usize] {
+                    // A unit whose second condition is cold misses it: gate ≤ −128, silu = −0.
+                    let j = match g2 {
+                        NO_SECOND => at2 as usize,
+                        _ => match st.hot[g2 as usize] {
+                            Some(h2) => at2 as usize + h2 as usize,
+                            None => continue,
+                        },
+                    };
+                    let range = self.sstarts[j] as usize..self.sstarts[j + 1] as usize;
+                    n += range.len();
+                    eval(range, st);
+                }
             }
         }
         eval(self.always as usize..self.orig.len(), st);
@@ -574,6 +623,16 @@ mod tests {
             for (i, pick) in [(o % 5, 0), ((o + 2) % 5, 1)] {
                 let conds = vec![Cond::Any(vec![a.ch(i)]), Cond::None(vec![b.ch(o % 5), b.ch((o + 1) % 5)])];
                 units.push(Unit { conds, writes: vec![out.ch(pick)] });
+            }
+        }
+        // Units with two `Any` conditions (filed by pivot and second condition): one fires per pair.
+        for (p, (x, y)) in [(0, 1), (2, 3), (1, 3)].into_iter().enumerate() {
+            let out = s.group(&alloc::format!("pair{p}"), 25);
+            for i in 0..5 {
+                for (j, set) in [vec![0, 1], vec![2, 3], vec![4]].into_iter().enumerate() {
+                    let conds = vec![Cond::Any(vec![ins[x].ch(i)]), Cond::Any(set.iter().map(|&c| ins[y].ch(c)).collect())];
+                    units.push(Unit { conds, writes: vec![out.ch(i * 5 + j)] });
+                }
             }
         }
         let mut layer = MlpLayer::new(&s, &units);
