@@ -24,6 +24,7 @@ pub struct MemLayer {
     out: Vec<usize>,
     norm: f32,
     pub state: Vec<f32>,
+    scratch: Vec<f32>,
 }
 
 impl MemLayer {
@@ -61,6 +62,7 @@ impl MemLayer {
             out: out.to_vec(),
             norm,
             state: vec![0.0; d_k * d_v],
+            scratch: Vec::new(),
         }
     }
 
@@ -112,42 +114,53 @@ impl MemLayer {
         }
         l2(&mut k, 1.0);
         l2(&mut q, scale);
-        let mut v = vec![0.0f32; dv];
-        for (j, m) in Self::hot_entries(&self.value, st) {
-            v[j] = silu(m);
-        }
         // β = sigmoid(32) = 1 and α = exp(−exp(−1000)·softplus(0)) = 1, as `memory` sets them.
         let beta = 1.0 / (1.0 + (-32.0f32).exp());
         let alpha = self.alpha();
         if alpha != 1.0 {
             self.state.iter_mut().for_each(|x| *x *= alpha);
         }
-        let mut kv = vec![0.0f32; dv];
-        for &(i, ki) in &k {
-            for (acc, s) in kv.iter_mut().zip(&self.state[i * dv..(i + 1) * dv]) {
-                *acc += s * ki;
+        // Scratch vectors v, Sᵀk and o (reused: no allocation per token).
+        let mut scratch = core::mem::take(&mut self.scratch);
+        scratch.clear();
+        scratch.resize(3 * dv, 0.0);
+        let (v, rest) = scratch.split_at_mut(dv);
+        let (kv, o) = rest.split_at_mut(dv);
+        // No key: k ⊗ δ = 0 leaves the state as it is.
+        if !k.is_empty() {
+            for (j, m) in Self::hot_entries(&self.value, st) {
+                v[j] = silu(m);
+            }
+            for &(i, ki) in &k {
+                for (acc, s) in kv.iter_mut().zip(&self.state[i * dv..(i + 1) * dv]) {
+                    *acc += s * ki;
+                }
+            }
+            for &(i, ki) in &k {
+                for j in 0..dv {
+                    self.state[i * dv + j] += ki * (beta * (v[j] - kv[j]));
+                }
             }
         }
-        for &(i, ki) in &k {
-            for j in 0..dv {
-                self.state[i * dv + j] += ki * (beta * (v[j] - kv[j]));
-            }
-        }
-        let mut o = vec![0.0f32; dv];
         for &(i, qi) in &q {
             for (acc, s) in o.iter_mut().zip(&self.state[i * dv..(i + 1) * dv]) {
                 *acc += s * qi;
             }
         }
-        let r = 1.0 / (o.iter().fold(0.0, |a, x| a + x * x) / dv as f32 + 1e-6).sqrt();
-        let gate = silu(32.0);
-        for (j, &oj) in o.iter().enumerate() {
-            let y = oj * r * self.norm * gate;
-            if y != 0.0 {
-                st.write(s, self.out[j], 2.0 * A * y, layer)?;
+        // No query: o = 0 and every output is 0.
+        let mut result = Ok(());
+        if !q.is_empty() {
+            let r = 1.0 / (o.iter().fold(0.0, |a, x| a + x * x) / dv as f32 + 1e-6).sqrt();
+            let gate = silu(32.0);
+            for (j, &oj) in o.iter().enumerate() {
+                let y = oj * r * self.norm * gate;
+                if y != 0.0 && result.is_ok() {
+                    result = st.write(s, self.out[j], 2.0 * A * y, layer);
+                }
             }
         }
-        Ok(())
+        self.scratch = scratch;
+        result
     }
 
     /// The same head as a dense `DeltaNet` (for tests on small streams).

@@ -342,9 +342,8 @@ impl MlpLayer {
             // the unit more than 16 times.
             ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
             let pivot = ranked.first().map(|r| r.1);
-            let second = pivot.and_then(|p| {
-                ranked.iter().skip(1).map(|r| r.1).find(|&t| terms[t].0.group != terms[p].0.group)
-            });
+            let second =
+                pivot.and_then(|p| ranked.iter().skip(1).map(|r| r.1).find(|&t| terms[t].0.group != terms[p].0.group));
             let second = second.filter(|&t| pivot.is_some_and(|p| terms[p].1.len() * terms[t].1.len() <= 16));
             prepared.push(Prepared { terms, pivot, second, base: b + all_cold });
         }
@@ -359,7 +358,9 @@ impl MlpLayer {
             let (pt, po) = (&p.terms[t].0, &p.terms[t].1);
             for &o in po {
                 match p.second {
-                    Some(t2) => filed.extend(p.terms[t2].1.iter().map(|&o2| (pt.group, o, p.terms[t2].0.group, o2, u as u32))),
+                    Some(t2) => {
+                        filed.extend(p.terms[t2].1.iter().map(|&o2| (pt.group, o, p.terms[t2].0.group, o2, u as u32)))
+                    }
                     None => filed.push((pt.group, o, NO_SECOND, 0, u as u32)),
                 }
             }
@@ -630,7 +631,8 @@ mod tests {
             let out = s.group(&alloc::format!("pair{p}"), 25);
             for i in 0..5 {
                 for (j, set) in [vec![0, 1], vec![2, 3], vec![4]].into_iter().enumerate() {
-                    let conds = vec![Cond::Any(vec![ins[x].ch(i)]), Cond::Any(set.iter().map(|&c| ins[y].ch(c)).collect())];
+                    let conds =
+                        vec![Cond::Any(vec![ins[x].ch(i)]), Cond::Any(set.iter().map(|&c| ins[y].ch(c)).collect())];
                     units.push(Unit { conds, writes: vec![out.ch(i * 5 + j)] });
                 }
             }
