@@ -263,12 +263,13 @@ struct Term {
     w: f32,
 }
 
-/// An MLP sublayer of AND units. Each unit is filed under one *pivot*: its most selective `Any`
-/// condition. A unit whose pivot is cold misses a condition, so its gate is at most −128 and it
-/// contributes `silu = −0`; the executor evaluates only the units filed under hot channels
-/// (and those with no `Any` condition), each with its full gate. Units are stored in pivot
-/// order (a unit whose pivot lists several channels once under each), so the units one hot
-/// channel reaches lie side by side in memory.
+/// An MLP sublayer of AND units. Each unit is filed under its most selective `Any` condition
+/// (the pivot) and, within it, under the next most selective one in another group. A unit whose
+/// pivot or second condition is cold misses a condition, so its gate is at most −128 and it
+/// contributes `silu = −0`: the executor evaluates only the units filed under the hot channel of
+/// both (and those with no `Any` condition), each with its full gate. Units are stored in that
+/// order (a unit whose conditions list several channels once under each pair, at most 16), so
+/// the units one token reaches lie side by side in memory.
 #[derive(Debug, Clone)]
 pub struct MlpLayer {
     pub units: usize,
