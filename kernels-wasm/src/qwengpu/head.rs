@@ -3,7 +3,7 @@
 //! (`memory` gives the argument).
 
 use super::alu::A;
-use super::deltanet::{DeltaNet, DeltaNetWeights, CONV};
+use super::deltanet::{DeltaNet, CONV};
 use super::memory::M;
 use super::net::{add_column, silu, Columns, State, Stream, StreamError};
 use alloc::vec;
@@ -185,33 +185,8 @@ impl MemLayer {
         for (j, &c) in self.out.iter().enumerate() {
             w_out[c * dv + j] = 2.0 * A;
         }
-        let channels = 2 * dk + dv;
-        let mut conv = vec![0.0; channels * CONV];
-        for c in 0..channels {
-            conv[c * CONV + CONV - 1] = 1.0;
-        }
-        let mut w_z = vec![0.0; dv * d];
-        for j in 0..dv {
-            w_z[j * d + Stream::ONE] = 32.0;
-        }
-        let mut w_b = vec![0.0; d];
-        w_b[Stream::ONE] = 32.0;
-        let mut net = DeltaNet::new(DeltaNetWeights {
-            d_model: d,
-            heads: 1,
-            d_k: dk,
-            d_v: dv,
-            w_qkv,
-            w_z,
-            w_b,
-            w_a: vec![0.0; d],
-            a_log: vec![-1000.0],
-            dt_bias: vec![0.0],
-            conv,
-            norm: vec![self.norm; dv],
-            eps: 1e-6,
-            w_out,
-        });
+        let mut net =
+            DeltaNet::new(super::memory::exact_weights_sized(d, Stream::ONE, dk, dv, self.norm, w_qkv, w_out));
         net.state.copy_from_slice(&self.state);
         net
     }

@@ -67,7 +67,19 @@ pub fn decode_row(row: &[f32], hot: f32) -> Option<u32> {
 /// encoding above needs — identity convolution taps, `silu(z) = 32`, `β = 1`, `α = 1`, RMSNormGated
 /// scale 1/128.
 pub fn exact_weights(d_model: usize, one: usize, w_qkv: Vec<f32>, w_out: Vec<f32>) -> DeltaNetWeights {
-    let (dk, dv) = (ROWS, WORD);
+    exact_weights_sized(d_model, one, ROWS, WORD, 1.0 / 128.0, w_qkv, w_out)
+}
+
+/// [`exact_weights`] for `d_k` rows of `d_v` channels with RMSNormGated scale `norm`.
+pub fn exact_weights_sized(
+    d_model: usize,
+    one: usize,
+    dk: usize,
+    dv: usize,
+    norm: f32,
+    w_qkv: Vec<f32>,
+    w_out: Vec<f32>,
+) -> DeltaNetWeights {
     let channels = 2 * dk + dv;
     let mut conv = vec![0.0; channels * CONV];
     for c in 0..channels {
@@ -91,7 +103,7 @@ pub fn exact_weights(d_model: usize, one: usize, w_qkv: Vec<f32>, w_out: Vec<f32
         a_log: vec![-1000.0],
         dt_bias: vec![0.0],
         conv,
-        norm: vec![1.0 / 128.0; dv],
+        norm: vec![norm; dv],
         eps: 1e-6,
         w_out,
     }

@@ -44,6 +44,23 @@ pub fn trace(k: &SuiteKernel, ptx: &str) -> Result<Trace, String> {
     Ok(Trace { kernel, snapshots, arrays: p.read_arrays(&m.global), expected: k.expected(&p) })
 }
 
+/// "step N: warp w ran block b with lanes ■■□■".
+pub fn step_line(position: usize, r: &StepRecord) -> String {
+    format!("step {position}: warp {} ran block {} with lanes {}", r.warp, r.block, lanes(r.mask, 4))
+}
+
+/// A SIMT stack, top entry first, one line per entry.
+pub fn stack_lines(stack: &[Entry]) -> Vec<String> {
+    stack
+        .iter()
+        .rev()
+        .map(|e| {
+            let join = e.join.map(|j| j.to_string()).unwrap_or_else(|| "exit".into());
+            format!("pc {} → join {join}, lanes {}", e.pc, lanes(e.mask, 4))
+        })
+        .collect()
+}
+
 /// Lanes of a mask as ■ (ran) and □ (waited), lane 0 first.
 pub fn lanes(mask: u32, n: usize) -> String {
     (0..n).map(|l| if mask & (1 << l) != 0 { '■' } else { '□' }).collect()

@@ -4,7 +4,7 @@
 
 use crate::bridge::Bridge;
 use crate::components::{Heatmap, StepControls};
-use crate::logic::qwengpu::{lanes, listing, trace, Trace};
+use crate::logic::qwengpu::{listing, stack_lines, step_line, trace, Trace};
 use crate::tabs::qwengpu_layers::LayersPanel;
 use kernels_wasm::protocol::{Reply, Request, ServerMessage};
 use kernels_wasm::qwengpu::suite::kernels;
@@ -90,17 +90,7 @@ pub fn QwenGpuTab() -> impl IntoView {
             _ => ().into_any(),
         })
     };
-    let step_text = move || {
-        snapshot().map(|s| {
-            format!(
-                "step {}: warp {} ran block {} with lanes {}",
-                position.get(),
-                s.record.warp,
-                s.record.block,
-                lanes(s.record.mask, 4)
-            )
-        })
-    };
+    let step_text = move || snapshot().map(|s| step_line(position.get(), &s.record));
     let registers = move || {
         snapshot().map(|s| {
             s.regs
@@ -117,18 +107,8 @@ pub fn QwenGpuTab() -> impl IntoView {
                 .collect_view()
         })
     };
-    let stack = move || {
-        snapshot().map(|s| {
-            s.stack
-                .iter()
-                .rev()
-                .map(|e| {
-                    let join = e.join.map(|j| j.to_string()).unwrap_or_else(|| "exit".into());
-                    view! { <li>{format!("pc {} → join {join}, lanes {}", e.pc, lanes(e.mask, 4))}</li> }
-                })
-                .collect_view()
-        })
-    };
+    let stack =
+        move || snapshot().map(|s| stack_lines(&s.stack).into_iter().map(|l| view! { <li>{l}</li> }).collect_view());
 
     view! {
         <section class="qwengpu" data-testid="qwengpu-tab">

@@ -4,7 +4,7 @@
 //! step and any difference marked), the step's EXEC tokens, and the ROM rows decoded.
 
 use crate::components::StepControls;
-use crate::logic::qwengpu::{lanes, layers_run, LayersRun};
+use crate::logic::qwengpu::{layers_run, stack_lines, step_line, LayersRun};
 use kernels_wasm::qwengpu::compiled::Compiled;
 use kernels_wasm::qwengpu::isa::MachineSpec;
 use kernels_wasm::qwengpu::run::{Runner, TokenView};
@@ -130,17 +130,7 @@ pub fn LayersPanel(
         })
     };
     let view_at = move || ok().and_then(|r| r.report.views.get(position.get()).cloned().map(|v| (r, v)));
-    let step_text = move || {
-        view_at().map(|(_, v)| {
-            format!(
-                "step {}: warp {} ran block {} with lanes {}",
-                position.get(),
-                v.record.warp,
-                v.record.block,
-                lanes(v.record.mask, 4)
-            )
-        })
-    };
+    let step_text = move || view_at().map(|(_, v)| step_line(position.get(), &v.record));
     let registers = move || {
         view_at().map(|(r, v)| {
             let i = position.get();
@@ -198,16 +188,7 @@ pub fn LayersPanel(
         })
     };
     let stack = move || {
-        view_at().map(|(_, v)| {
-            v.stack
-                .iter()
-                .rev()
-                .map(|e| {
-                    let join = e.join.map(|j| j.to_string()).unwrap_or_else(|| "exit".into());
-                    view! { <li>{format!("pc {} → join {join}, lanes {}", e.pc, lanes(e.mask, 4))}</li> }
-                })
-                .collect_view()
-        })
+        view_at().map(|(_, v)| stack_lines(&v.stack).into_iter().map(|l| view! { <li>{l}</li> }).collect_view())
     };
     let rom = move || {
         ok().map(|r| {
