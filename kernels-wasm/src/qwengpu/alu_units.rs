@@ -107,7 +107,7 @@ pub fn shifts(b: &mut Builder, op_is: OpIs, opa: &Nibs, opb: &Nibs) -> Nibs {
 }
 
 /// Shuffles: the source lane from the lane and b (6–8), its thread (9), the register key (10),
-/// a register-file head reading it (11). Returns the value and the head's layer.
+/// a register-file head reading it (11). Returns the value read.
 #[allow(clippy::too_many_arguments)]
 pub fn shuffle(
     b: &mut Builder,
@@ -121,7 +121,7 @@ pub fn shuffle(
     prk: &Group,
     prv: &Nibs,
     dk: usize,
-) -> (Nibs, usize) {
+) -> Nibs {
     use super::isa::Shfl;
     let lanes = lane.len;
     let is_shfl = op(&|o| matches!(o, Op::Shfl(_)));
@@ -172,7 +172,7 @@ pub fn shuffle(
     let head = MemLayer::new(&b.s, dk, &ks.all(), &prk.all(), &chans(prv), &chans(&vs), 8);
     b.mem(11, head);
     b.zero_if_cold(11, &[active(sh[0])], &vs);
-    (vs, 11)
+    vs
 }
 
 /// The word index `(addr / 4) mod n` as one-hot over `n`, from layer `at`: a transducer over the

@@ -191,9 +191,6 @@ fn pow4(n: usize) -> usize {
 }
 
 impl Compiled {
-    pub fn temp(&self) -> usize {
-        self.spec.regs
-    }
     pub fn special_row(&self, s: Special) -> usize {
         match s {
             Special::Param(i) => self.spec.regs + 1 + SPECIALS.len() + i as usize,
@@ -234,10 +231,6 @@ impl Compiled {
             }
         }
         sum
-    }
-
-    pub fn max_ctas(&self) -> usize {
-        (self.spec.max_threads / self.spec.lanes).max(1)
     }
 
     /// Compiles the machine of `spec` into layers.
@@ -310,11 +303,9 @@ impl Compiled {
         let dk_regs = pow4(threads * rows);
         let word_chans = |w: &Nibs| w.iter().flat_map(|g| g.all()).collect::<Vec<_>>();
         let (va, vb, vc) = (word(&mut b, "reg.a"), word(&mut b, "reg.b"), word(&mut b, "reg.c"));
-        let mut reg_depths = vec![];
         for (i, (k, v)) in [(ka, &va), (kb, &vb), (kc, &vc)].into_iter().enumerate() {
             let head = MemLayer::new(&b.s, dk_regs, &k.all(), &prk.all(), &word_chans(&prv), &word_chans(v), 8);
             b.mem(1 + i, head);
-            reg_depths.push(1 + i);
         }
         let on = active(thread);
         for v in [&va, &vb, &vc] {
@@ -331,7 +322,6 @@ impl Compiled {
         b.is_zero(4, &[op(&|o| matches!(o, Op::Sel | Op::Bra))], &vc, cz);
 
         // Layer 5: routing, logic, moves; 6: select, branch outcome.
-        let res = word(&mut b, "result");
         let logic = word(&mut b, "logic");
         // Each logic op has its own operand copies, so its table is reached through their digits.
         type Logic = fn(usize, usize) -> usize;
@@ -442,7 +432,6 @@ impl Compiled {
 
         // Shuffles: the source lane (6–8), its thread (9), key (10), read (11).
         let shfl = super::alu_units::shuffle(&mut b, &op, phase, thread, lane, &opb, f.ra, rows, &prk, &prv, dk_regs);
-        reg_depths.push(shfl.1);
 
         // Memory: address = a + off (6–13), word index mod each memory's size (14–22), keys (23).
         let is_mem = |o: Op| matches!(o, Op::Ld(_) | Op::St(_) | Op::Atom(_));
@@ -509,7 +498,7 @@ impl Compiled {
                 vec![ork.ch(t * rows + spec.regs)],
             );
         }
-        let orv = res.clone();
+        let orv = word(&mut b, "result");
         let sources: Vec<(Vec<Cond>, &Nibs)> = vec![
             (vec![op_is(Op::Alu(Alu::Add))], &add_out),
             (vec![op_is(Op::Alu(Alu::Sub))], &sub_out),
@@ -519,7 +508,7 @@ impl Compiled {
             (vec![], &set_out),
             (vec![], &minmax),
             (vec![], &shift),
-            (vec![], &shfl.0),
+            (vec![], &shfl),
             (vec![op_is(Op::Alu(Alu::Mul))], &mul.0),
             (vec![op_is(Op::Alu(Alu::MulHiU))], &mul.1),
             (vec![op_is(Op::Alu(Alu::MulHiS))], &mul.2),
@@ -538,7 +527,7 @@ impl Compiled {
         let (stream, layers, depth) = b.finish();
         let mems: Vec<usize> =
             layers.iter().enumerate().filter(|(_, l)| matches!(l, Layer::Mem(_))).map(|(i, _)| i).collect();
-        // Heads in depth order: ROM, ports A–C, the shuffle port, global, shared.
+        // Heads in depth order: ROM, ports A–C, the shuffle port, global, shared, warp rows, CTA rows.
         let heads = Heads {
             rom: mems[0],
             regs: [mems[1], mems[2], mems[3], mems[4]],

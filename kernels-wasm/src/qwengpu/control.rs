@@ -240,7 +240,7 @@ impl Seq {
         let div = b.s.group("ctrl.divergent", 2);
         for a in 0..z.masks() {
             for m in 0..z.masks() {
-                let d = usize::from(r.term.len > 0 && a != 0 && a != m);
+                let d = usize::from(a != 0 && a != m);
                 b.unit(at + 2, vec![ctrl.clone(), is(r.term, BRA), is(r.acc, a), is(r.mask, m)], vec![div.ch(d)]);
             }
         }

@@ -464,11 +464,6 @@ impl MlpLayer {
             .collect()
     }
 
-    /// Groups the pivots lie in.
-    pub fn pivot_groups(&self) -> usize {
-        self.pivot.len()
-    }
-
     /// `W_gate·n` of stored unit `i`: the all-cold gate plus 2w for each listed channel that is hot.
     fn gate(&self, i: usize, st: &State) -> f32 {
         let terms = &self.terms[self.unit_terms[i] as usize..self.unit_terms[i + 1] as usize];

@@ -43,11 +43,9 @@ pub struct Pending {
 #[derive(Debug, Clone, Default)]
 pub struct Out {
     pub pending: Pending,
+    /// The instruction's opcode as the ROM head read it.
     pub op: Option<Op>,
-    pub end: bool,
-    pub target: usize,
-    pub join: usize,
-    pub taken: Option<bool>,
+    /// The loaded (or read-back) word.
     pub val: Option<u32>,
     /// The next token's record (and the control-row writes it carries).
     pub next: Vec<(Group, usize)>,
@@ -101,7 +99,7 @@ pub struct StepView {
     /// Global memory decoded from its rows, and the running CTA's shared memory.
     pub global: Vec<u32>,
     pub shared: Vec<u32>,
-    /// The SIMT stack, as the host's sequencer keeps it (not yet in state rows).
+    /// The warp's SIMT stack decoded from its state row.
     pub stack: Vec<Entry>,
     pub tokens: Vec<TokenView>,
 }
@@ -182,8 +180,7 @@ impl Runner {
                 },
             }
         };
-        let f = &io.inst;
-        let op = st.get(f.op).map(|i| self.c.ops[i]);
+        let op = st.get(io.inst.op).map(|i| self.c.ops[i]);
         let pair = |key, val: &[super::net::Group]| {
             pair(key, val).map_err(|e| RunError::Program(alloc::format!("{op:?}: {e}")))
         };
@@ -208,11 +205,7 @@ impl Runner {
                 global: pair(io.ogk, &io.ogv)?,
                 shared: pair(io.osk, &io.osv)?,
             },
-            op: st.get(f.op).map(|i| self.c.ops[i]),
-            end: st.get(f.end) == Some(1),
-            target: st.get(f.tgt).unwrap_or(0),
-            join: st.get(f.join).unwrap_or(0),
-            taken: st.get(io.taken).map(|t| t == 1),
+            op,
             val: word(&io.ld),
             next,
             warp_write,

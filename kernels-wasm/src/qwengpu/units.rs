@@ -237,8 +237,9 @@ impl Builder {
         self.sum_tree(at + 1, &on, terms, out, name)
     }
 
-    /// Adds words pairwise until one is left, written to `out`.
+    /// Adds words pairwise until one is left, written to `out` (a power of two of them).
     pub fn sum_tree(&mut self, at: usize, on: &Cond, mut terms: Vec<Nibs>, out: &[Group], name: &str) -> usize {
+        assert!(terms.len().is_power_of_two(), "{} terms", terms.len());
         let mut at = at;
         let mut level = 0;
         while terms.len() > 1 {
@@ -259,13 +260,6 @@ impl Builder {
                     &dst,
                     &alloc::format!("{name}.c{level}.{p}"),
                 );
-                next.push(dst);
-            }
-            if terms.len() % 2 == 1 {
-                // The odd one out waits for the others: copied along their chain.
-                let last = terms.len() - 1;
-                let dst = self.word(&alloc::format!("{name}.s{level}.odd"), out.len());
-                self.copy(end - 1, &[], &terms[last], &dst);
                 next.push(dst);
             }
             terms = next;
