@@ -5,7 +5,7 @@
 use super::compiled::Op;
 use super::isa::Alu;
 use super::net::{Cond, Group, MemLayer};
-use super::units::{active, any_of, is, union, Builder, Nibs};
+use super::units::{active, any_of, channels, is, union, Builder, Nibs};
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -168,8 +168,7 @@ pub fn shuffle(
         }
     }
     let vs = b.word("shfl", 8);
-    let chans = |w: &Nibs| w.iter().flat_map(|g| g.all()).collect::<Vec<_>>();
-    let head = MemLayer::new(&b.s, dk, &ks.all(), &prk.all(), &chans(prv), &chans(&vs), 8);
+    let head = MemLayer::new(&b.s, dk, &ks.all(), &prk.all(), &channels(prv), &channels(&vs), 8);
     b.mem(11, head);
     b.zero_if_cold(11, &[active(sh[0])], &vs);
     vs

@@ -27,10 +27,11 @@
 //! the record.) Every register file copy applies every write, so all ports read the same
 //! registers.
 
+use super::head::rows_for;
 use super::isa::{Alu, Cmp, MachineSpec, Shfl, Space, Special};
 use super::net::{Cond, Group, Layer, MemLayer, Stream};
 pub use super::rom::Fields;
-use super::units::{active, any_of, is, Builder, Nibs};
+use super::units::{active, any_of, channels, is, Builder, Nibs};
 use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -182,14 +183,6 @@ pub struct Compiled {
     pub ops: Vec<Op>,
 }
 
-fn pow4(n: usize) -> usize {
-    let mut p = 1;
-    while p < n {
-        p *= 4;
-    }
-    p
-}
-
 impl Compiled {
     pub fn special_row(&self, s: Special) -> usize {
         match s {
@@ -281,7 +274,7 @@ impl Compiled {
         let word = |b: &mut Builder, name: &str| b.word(name, 8);
 
         // Layer 0: ROM fetch; register keys.
-        let dk_rom = pow4(rom_rows);
+        let dk_rom = rows_for(rom_rows);
         b.mem(0, MemLayer::new(&b.s, dk_rom, &pc.all(), &prom.all(), &promv.channels(), &f.channels(), hot));
         let key = |b: &mut Builder, name: &str| b.s.group(name, threads * rows);
         let (ka, kb, kc) = (key(&mut b, "key.a"), key(&mut b, "key.b"), key(&mut b, "key.c"));
@@ -300,11 +293,10 @@ impl Compiled {
         }
 
         // Layers 1–3: the register file's read ports.
-        let dk_regs = pow4(threads * rows);
-        let word_chans = |w: &Nibs| w.iter().flat_map(|g| g.all()).collect::<Vec<_>>();
+        let dk_regs = rows_for(threads * rows);
         let (va, vb, vc) = (word(&mut b, "reg.a"), word(&mut b, "reg.b"), word(&mut b, "reg.c"));
         for (i, (k, v)) in [(ka, &va), (kb, &vb), (kc, &vc)].into_iter().enumerate() {
-            let head = MemLayer::new(&b.s, dk_regs, &k.all(), &prk.all(), &word_chans(&prv), &word_chans(v), 8);
+            let head = MemLayer::new(&b.s, dk_regs, &k.all(), &prk.all(), &channels(&prv), &channels(v), 8);
             b.mem(1 + i, head);
         }
         let on = active(thread);
@@ -457,11 +449,11 @@ impl Compiled {
         }
         let ld = word(&mut b, "load");
         let global_head =
-            MemLayer::new(&b.s, pow4(spec.global_words), &ga.all(), &pgk.all(), &word_chans(&pgv), &word_chans(&ld), 8);
+            MemLayer::new(&b.s, rows_for(spec.global_words), &ga.all(), &pgk.all(), &channels(&pgv), &channels(&ld), 8);
         let global_head = global_head.with_query(&b.s, &qg.all());
         b.mem(24, global_head);
-        let dk_shared = pow4(ctas * spec.shared_words);
-        b.mem(25, MemLayer::new(&b.s, dk_shared, &sk.all(), &psk.all(), &word_chans(&psv), &word_chans(&ld), 8));
+        let dk_shared = rows_for(ctas * spec.shared_words);
+        b.mem(25, MemLayer::new(&b.s, dk_shared, &sk.all(), &psk.all(), &channels(&psv), &channels(&ld), 8));
         let loads = op(&|o| matches!(o, Op::Ld(_) | Op::Atom(_)));
         b.zero_if_cold(25, core::slice::from_ref(&loads), &ld);
         b.zero_if_cold(25, &[active(qg)], &ld);

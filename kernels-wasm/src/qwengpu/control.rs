@@ -16,6 +16,7 @@
 
 use super::alu_units::OpWhere;
 use super::compiled::Op;
+use super::head::rows_for;
 use super::isa::MachineSpec;
 use super::net::{Cond, Group, MemLayer};
 use super::units::{any_of, is, Builder};
@@ -45,11 +46,7 @@ pub struct Seq {
 }
 
 fn copy_group(b: &mut Builder, at: usize, when: &[Cond], src: Group, dst: Group) {
-    for i in 0..src.len.min(dst.len) {
-        let mut c = when.to_vec();
-        c.push(is(src, i));
-        b.unit(at, c, vec![dst.ch(i)]);
-    }
+    b.copy(at, when, &[src], &[dst]);
 }
 
 fn first_lane(m: usize) -> Option<usize> {
@@ -202,16 +199,9 @@ impl Seq {
         for c in 0..z.ctas {
             b.unit(at, vec![ctrl.clone(), is(r.cta, c)], vec![sk.ch(c)]);
         }
-        let pow4 = |n: usize| {
-            let mut p = 1;
-            while p < n {
-                p *= 4;
-            }
-            p
-        };
         let wh = MemLayer::new(
             &b.s,
-            pow4(z.warps),
+            rows_for(z.warps),
             &wk.all(),
             &self.pwk.all(),
             &self.pwv.channels(),
@@ -221,7 +211,7 @@ impl Seq {
         b.mem(at + 1, wh);
         let sh = MemLayer::new(
             &b.s,
-            pow4(z.ctas),
+            rows_for(z.ctas),
             &sk.all(),
             &self.psk.all(),
             &self.psv.channels(),
@@ -378,7 +368,7 @@ impl Seq {
                 copy_group(b, at + 9, core::slice::from_ref(&ctrl), ent[d][f], self.owv.entries[d][f]);
             }
         }
-        let pads: Vec<usize> = self.owv.pad[..self.owv.pad.len() - 1].iter().map(|g| g.ch(0)).collect();
+        let pads: Vec<usize> = self.owv.pad.hot.iter().map(|g| g.ch(0)).collect();
         b.unit(at + 9, vec![ctrl.clone()], pads);
         copy_group(b, at + 9, core::slice::from_ref(&ctrl), r.warp, self.owk);
         let sr = &self.sr;
@@ -490,7 +480,7 @@ impl Seq {
         }
         copy_group(b, at + 10, core::slice::from_ref(&ctrl), r.cta, self.osk);
         copy_group(b, at + 10, core::slice::from_ref(&ctrl), sr.last, self.osv.last);
-        let pads: Vec<usize> = self.osv.pad[..self.osv.pad.len() - 1].iter().map(|g| g.ch(0)).collect();
+        let pads: Vec<usize> = self.osv.pad.hot.iter().map(|g| g.ch(0)).collect();
         b.unit(at + 10, vec![ctrl.clone()], pads);
         // FETCH (at+3): the chosen warp's top entry → EXEC of its first lane at slot 0.
         let fetch_k = is(r.kind, FETCH);

@@ -3,7 +3,7 @@
 
 use super::isa::MachineSpec;
 use super::net::Group;
-use super::units::Builder;
+use super::units::{channels, Builder, Padding};
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -102,7 +102,7 @@ impl Record {
 pub struct WarpRow {
     pub sp: Group,
     pub entries: Vec<[Group; 3]>,
-    pub pad: Vec<Group>,
+    pub pad: Padding,
 }
 
 pub const WARP_HOT: usize = 64;
@@ -111,30 +111,26 @@ pub const WARP_WIDTH: usize = 4096;
 impl WarpRow {
     pub(super) fn new(b: &mut Builder, p: &str, z: &Sizes) -> WarpRow {
         let sp = b.s.group(&alloc::format!("{p}sp"), DEPTH + 1);
-        let entries = (0..DEPTH)
+        let entries: Vec<[Group; 3]> = (0..DEPTH)
             .map(|d| {
                 let mut g = |n: &str, len| b.s.group(&alloc::format!("{p}{d}.{n}"), len);
                 [g("pc", z.pcs), g("join", z.joins()), g("mask", z.masks())]
             })
             .collect();
-        let mut row = WarpRow { sp, entries, pad: vec![] };
-        for i in 1 + 3 * DEPTH..WARP_HOT {
-            row.pad.push(b.s.group(&alloc::format!("{p}pad{i}"), 1));
-        }
-        let used: usize = row.groups().iter().map(|g| g.len).sum();
-        row.pad.push(b.s.group(&alloc::format!("{p}spare"), WARP_WIDTH - used));
-        row
+        let used: Vec<Group> = core::iter::once(sp).chain(entries.iter().flatten().copied()).collect();
+        let pad = b.padding(p, &used, WARP_HOT, WARP_WIDTH);
+        WarpRow { sp, entries, pad }
     }
 
     pub fn groups(&self) -> Vec<Group> {
         let mut v = vec![self.sp];
         v.extend(self.entries.iter().flatten());
-        v.extend(&self.pad);
+        v.extend(self.pad.groups());
         v
     }
 
     pub fn channels(&self) -> Vec<usize> {
-        self.groups().iter().flat_map(|g| g.all()).collect()
+        channels(&self.groups())
     }
 }
 
@@ -143,7 +139,7 @@ impl WarpRow {
 pub struct StatusRow {
     pub st: Vec<Group>,
     pub last: Group,
-    pub pad: Vec<Group>,
+    pub pad: Padding,
 }
 
 pub const STATUS_HOT: usize = 16;
@@ -151,25 +147,21 @@ pub const STATUS_WIDTH: usize = 64;
 
 impl StatusRow {
     pub(super) fn new(b: &mut Builder, p: &str, z: &Sizes) -> StatusRow {
-        let st = (0..z.per_cta).map(|j| b.s.group(&alloc::format!("{p}st{j}"), 4)).collect();
+        let st: Vec<Group> = (0..z.per_cta).map(|j| b.s.group(&alloc::format!("{p}st{j}"), 4)).collect();
         let last = b.s.group(&alloc::format!("{p}last"), 2);
-        let mut row = StatusRow { st, last, pad: vec![] };
-        for i in z.per_cta + 1..STATUS_HOT {
-            row.pad.push(b.s.group(&alloc::format!("{p}pad{i}"), 1));
-        }
-        let used: usize = row.groups().iter().map(|g| g.len).sum();
-        row.pad.push(b.s.group(&alloc::format!("{p}spare"), STATUS_WIDTH - used));
-        row
+        let used: Vec<Group> = st.iter().copied().chain([last]).collect();
+        let pad = b.padding(p, &used, STATUS_HOT, STATUS_WIDTH);
+        StatusRow { st, last, pad }
     }
 
     pub fn groups(&self) -> Vec<Group> {
         let mut v = self.st.clone();
         v.push(self.last);
-        v.extend(&self.pad);
+        v.extend(self.pad.groups());
         v
     }
 
     pub fn channels(&self) -> Vec<usize> {
-        self.groups().iter().flat_map(|g| g.all()).collect()
+        channels(&self.groups())
     }
 }

@@ -5,9 +5,41 @@
 use super::alu::A;
 use super::deltanet::{DeltaNet, CONV};
 use super::memory::M;
-use super::net::{add_column, silu, Columns, State, Stream, StreamError};
+use super::net::{silu, State, Stream, StreamError};
 use alloc::vec;
 use alloc::vec::Vec;
+
+/// The smallest power of 4 that holds `n` rows: a head's `d_k` (so that `1/sqrt(d_k)` is exact).
+pub fn rows_for(n: usize) -> usize {
+    let mut p = 1;
+    while p < n {
+        p *= 4;
+    }
+    p
+}
+
+/// Per group read by a layer, per channel of it, the (target, weight) pairs of its column.
+type Columns = Vec<(usize, Vec<Vec<(u32, f32)>>)>;
+
+fn add_column(cols: &mut Columns, s: &Stream, ch: usize, target: u32, w: f32) {
+    let g = s.group_of[ch] as usize;
+    let (_, at, len) = s.groups[g];
+    let i = match cols.binary_search_by_key(&g, |c| c.0) {
+        Ok(i) => i,
+        Err(i) => {
+            cols.insert(i, (g, vec![Vec::new(); len]));
+            i
+        }
+    };
+    cols[i].1[ch - at].push((target, w));
+}
+
+/// Files channel `chans[i]` under row (or value channel) `i`, with weight M.
+fn file(cols: &mut Columns, s: &Stream, chans: &[usize]) {
+    for (i, &ch) in chans.iter().enumerate() {
+        add_column(cols, s, ch, i as u32, M);
+    }
+}
 
 /// A Gated DeltaNet head holding words in its state rows. Each row is written by a hot channel
 /// of `key` and read by one of `query`; `value` channels are the word's, and the word read is
@@ -45,9 +77,7 @@ impl MemLayer {
         assert!(d_v.is_multiple_of(hot) && pow4(d_v / hot) && out.len() == d_v, "d_v {d_v}, {hot} hot");
         let cols = |chans: &[usize]| {
             let mut c = Columns::new();
-            for (i, &ch) in chans.iter().enumerate() {
-                add_column(&mut c, s, ch, i as u32, M);
-            }
+            file(&mut c, s, chans);
             c
         };
         // A read row normalises to sqrt(d_v/hot) on its hot channels; silu(z) = 32.
@@ -68,9 +98,7 @@ impl MemLayer {
 
     /// A second set of query channels for the same rows (`chans[i]` reads row i).
     pub fn with_query(mut self, s: &Stream, chans: &[usize]) -> MemLayer {
-        for (i, &ch) in chans.iter().enumerate() {
-            add_column(&mut self.query, s, ch, i as u32, M);
-        }
+        file(&mut self.query, s, chans);
         self
     }
 

@@ -237,22 +237,6 @@ pub(super) fn silu(x: f32) -> f32 {
     }
 }
 
-/// Per group read by a layer, per channel of it, the (target, weight) pairs of its column.
-pub(super) type Columns = Vec<(usize, Vec<Vec<(u32, f32)>>)>;
-
-pub(super) fn add_column(cols: &mut Columns, s: &Stream, ch: usize, target: u32, w: f32) {
-    let g = s.group_of[ch] as usize;
-    let (_, at, len) = s.groups[g];
-    let i = match cols.binary_search_by_key(&g, |c| c.0) {
-        Ok(i) => i,
-        Err(i) => {
-            cols.insert(i, (g, vec![Vec::new(); len]));
-            i
-        }
-    };
-    cols[i].1[ch - at].push((target, w));
-}
-
 /// One condition of a unit as the executor tests it: its group, the listed channels (a range
 /// of `MlpLayer::offsets`, sorted offsets in the group) and their `W_gate` weight.
 #[derive(Debug, Clone, Copy)]

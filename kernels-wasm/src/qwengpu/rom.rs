@@ -3,7 +3,7 @@
 use super::compiled::{Compiled, Op, MAX_PARAMS};
 use super::isa::{Inst, Special, Src};
 use super::net::Group;
-use super::units::{Builder, Nibs};
+use super::units::{channels, Builder, Nibs, Padding};
 use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -26,8 +26,7 @@ pub struct Fields {
     pub imma: Nibs,
     pub immb: Nibs,
     pub off: Nibs,
-    /// Always-hot padding (every row has the same number of hot channels) and never-hot spare.
-    pub pad: Vec<Group>,
+    pub pad: Padding,
 }
 
 impl Fields {
@@ -47,28 +46,24 @@ impl Fields {
         let imma = b.word(&alloc::format!("{p}imma"), 8);
         let immb = b.word(&alloc::format!("{p}immb"), 8);
         let off = b.word(&alloc::format!("{p}off"), 8);
-        let mut f = Fields { op, ra, rb, rc, rd, aimm, bimm, brk, tgt, join, end, imma, immb, off, pad: vec![] };
-        let used = f.groups().len();
-        for i in used..hot {
-            f.pad.push(b.s.group(&alloc::format!("{p}pad{i}"), 1));
-        }
-        let width: usize = f.groups().iter().map(|g| g.len).sum();
-        f.pad.push(b.s.group(&alloc::format!("{p}spare"), value_width - width));
-        f
+        let fields = [op, ra, rb, rc, rd, aimm, bimm, brk, tgt, join, end];
+        let used: Vec<Group> = fields.iter().chain(&imma).chain(&immb).chain(&off).copied().collect();
+        let pad = b.padding(p, &used, hot, value_width);
+        Fields { op, ra, rb, rc, rd, aimm, bimm, brk, tgt, join, end, imma, immb, off, pad }
     }
 
-    /// Every group, in order (the last pad is the never-hot spare).
+    /// Every group, in order (padding last).
     pub fn groups(&self) -> Vec<Group> {
         let mut v = vec![
             self.op, self.ra, self.rb, self.rc, self.rd, self.aimm, self.bimm, self.brk, self.tgt, self.join, self.end,
         ];
         v.extend(self.imma.iter().chain(&self.immb).chain(&self.off));
-        v.extend(&self.pad);
+        v.extend(self.pad.groups());
         v
     }
 
     pub fn channels(&self) -> Vec<usize> {
-        self.groups().iter().flat_map(|g| g.all()).collect()
+        channels(&self.groups())
     }
 }
 
@@ -163,7 +158,7 @@ impl Compiled {
         for (w, v) in [(&f.imma, a.unwrap_or(0)), (&f.immb, b_imm), (&f.off, off)] {
             hot.extend(w.iter().enumerate().map(|(k, g)| (*g, ((v >> (4 * k)) & 15) as usize)));
         }
-        hot.extend(f.pad[..f.pad.len() - 1].iter().map(|g| (*g, 0)));
+        hot.extend(f.pad.hot.iter().map(|g| (*g, 0)));
         Ok(hot)
     }
 }

@@ -318,14 +318,14 @@ impl Runner {
                 let mask = if d == 0 { z.masks() - 1 } else { 0 };
                 set.extend([(e[0], 0), (e[1], z.pcs), (e[2], mask)]);
             }
-            set.extend(q.pwv.pad[..q.pwv.pad.len() - 1].iter().map(|g| (*g, 0)));
+            set.extend(q.pwv.pad.hot.iter().map(|g| (*g, 0)));
             counts.specials += 1;
             self.token(&Token { set, ..Token::default() })?;
         }
         for c in 0..launch.grid {
             let mut set = vec![(q.psk, c), (q.psv.last, usize::from(c + 1 == launch.grid))];
             set.extend(q.psv.st.iter().enumerate().map(|(j, g)| (*g, if j < per_cta { LIVE } else { ABSENT })));
-            set.extend(q.psv.pad[..q.psv.pad.len() - 1].iter().map(|g| (*g, 0)));
+            set.extend(q.psv.pad.hot.iter().map(|g| (*g, 0)));
             counts.specials += 1;
             self.token(&Token { set, ..Token::default() })?;
         }

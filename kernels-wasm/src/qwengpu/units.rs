@@ -31,6 +31,26 @@ pub fn active(g: Group) -> Cond {
     Cond::Any(g.all())
 }
 
+/// Every channel of the groups, in order (a word's, or a state row's value channels).
+pub fn channels(groups: &[Group]) -> Vec<usize> {
+    groups.iter().flat_map(|g| g.all()).collect()
+}
+
+/// What makes a state row's RMSNormGated scale exact for every row: one-channel groups that are
+/// always hot, bringing the row's hot count to its `hot`, and a never-hot spare bringing its
+/// width to `d_v`.
+#[derive(Debug, Clone)]
+pub struct Padding {
+    pub hot: Vec<Group>,
+    pub spare: Group,
+}
+
+impl Padding {
+    pub fn groups(&self) -> Vec<Group> {
+        self.hot.iter().copied().chain([self.spare]).collect()
+    }
+}
+
 /// One condition holding when any of several `Any` conditions (on the same group) holds.
 pub fn union(conds: &[Cond]) -> Cond {
     Cond::Any(conds.iter().flat_map(|c| if let Cond::Any(ch) = c { ch.clone() } else { vec![] }).collect())
@@ -101,10 +121,10 @@ impl Builder {
         nibs(self.s.word(name, nibbles))
     }
 
-    /// `dst = src` when `when` holds (one layer).
+    /// `dst = src` group by group when `when` holds (one layer).
     pub fn copy(&mut self, at: usize, when: &[Cond], src: &[Group], dst: &[Group]) {
         for (sg, dg) in src.iter().zip(dst) {
-            for d in 0..16 {
+            for d in 0..sg.len.min(dg.len) {
                 let mut conds = when.to_vec();
                 conds.push(is(*sg, d));
                 self.unit(at, conds, vec![dg.ch(d)]);
@@ -149,6 +169,14 @@ impl Builder {
             }
         }
         at + a.len()
+    }
+
+    /// Padding for a state row whose value groups are `used`: see [`Padding`].
+    pub fn padding(&mut self, prefix: &str, used: &[Group], hot: usize, d_v: usize) -> Padding {
+        let pads: Vec<Group> = (used.len()..hot).map(|i| self.s.group(&alloc::format!("{prefix}pad{i}"), 1)).collect();
+        let width = used.iter().chain(&pads).map(|g| g.len).sum::<usize>();
+        let spare = self.s.group(&alloc::format!("{prefix}spare"), d_v - width);
+        Padding { hot: pads, spare }
     }
 
     /// Carry groups for a chain over `n` nibbles.
