@@ -178,13 +178,15 @@ pub fn shuffle(
 /// nibbles from the top whose state is the address so far mod 4n (8 layers), then `state / 4`.
 /// `(addr mod 4n) / 4 = (addr / 4) mod n`.
 pub fn word_index(b: &mut Builder, at: usize, when: &Cond, addr: &Nibs, n: usize, name: &str) -> Group {
-    let states = b.states(&alloc::format!("{name}.mod"), 8, 4 * n);
-    b.unit(at - 1, vec![when.clone(), active(addr[0])], vec![states[0].ch(0)]);
     let top_down: Nibs = addr.iter().rev().copied().collect();
-    b.chain(at, &top_down, None, &states, None, &|d, _, r| (0, (r * 16 + d) % (4 * n)));
+    let when = [when.clone(), active(addr[0])];
+    let (end, rest) =
+        b.transducer(at, &when, &top_down, None, None, 4 * n, &alloc::format!("{name}.mod"), &|d, _, r| {
+            (0, (r * 16 + d) % (4 * n))
+        });
     let idx = b.s.group(&alloc::format!("{name}.index"), n);
     for r in 0..4 * n {
-        b.unit(at + 8, vec![is(states[8], r)], vec![idx.ch(r / 4)]);
+        b.unit(end, vec![is(rest, r)], vec![idx.ch(r / 4)]);
     }
     idx
 }
@@ -215,9 +217,8 @@ pub fn multiplier(b: &mut Builder, op_is: OpIs, opa: &Nibs, opb: &Nibs) -> (Nibs
 /// Negation `0 − a` (a borrow chain) from layer `at`, its borrow in set at `at − 1`.
 fn negate(b: &mut Builder, at: usize, when: &[Cond], a: &Nibs, name: &str) -> Nibs {
     let out = b.word(name, a.len());
-    let st = b.states(&alloc::format!("{name}.b"), a.len(), 2);
-    b.unit(at - 1, when.to_vec(), vec![st[0].ch(0)]);
-    b.chain(at, a, None, &st, Some(&out), &|d, _, br| ((32 - d - br) % 16, usize::from(d + br > 0)));
+    let borrow = |d: usize, _, br: usize| ((32 - d - br) % 16, usize::from(d + br > 0));
+    b.transducer(at, when, a, None, Some(&out), 2, &alloc::format!("{name}.b"), &borrow);
     out
 }
 

@@ -363,10 +363,8 @@ impl Compiled {
         let (ca, cb) = (word(&mut b, "cmp.a"), word(&mut b, "cmp.b"));
         b.copy(5, &[op(&is_cmp)], &opa, &ca);
         b.copy(5, &[op(&is_cmp)], &opb, &cb);
-        let cs = b.states("cmp.s", 8, 4);
-        b.unit(5, vec![op(&is_cmp)], vec![cs[0].ch(0)]);
         // State = borrow + 2·differs.
-        b.chain(6, &ca, Some(&cb), &cs, None, &|x, y, s| {
+        let (_, cmp_state) = b.transducer(6, &[op(&is_cmp)], &ca, Some(&cb), None, 4, "cmp.s", &|x, y, s| {
             let (borrow, differs) = (s & 1, s >> 1);
             let nb = usize::from(x < y + borrow);
             (0, nb + 2 * (differs | usize::from(x != y)))
@@ -382,7 +380,7 @@ impl Compiled {
                     let conds = |o: Op| {
                         vec![
                             op_is(o),
-                            is(cs[8], s),
+                            is(cmp_state, s),
                             any_of(ca[7], |d| (d >= 8) == (sa == 1)),
                             any_of(cb[7], |d| (d >= 8) == (sb == 1)),
                         ]

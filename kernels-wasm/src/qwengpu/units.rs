@@ -180,15 +180,33 @@ impl Builder {
     }
 
     /// Carry groups for a chain over `n` nibbles.
-    pub fn states(&mut self, name: &str, n: usize, len: usize) -> Vec<Group> {
+    fn states(&mut self, name: &str, n: usize, len: usize) -> Vec<Group> {
         (0..=n).map(|k| self.s.group(&alloc::format!("{name}.{k}"), len)).collect()
+    }
+
+    /// A [`Builder::chain`] with its own state groups (`states` states at each nibble boundary),
+    /// started in state 0 at depth `at − 1` when `when` holds. Returns the depth after it and the
+    /// final state group.
+    #[allow(clippy::too_many_arguments)]
+    pub fn transducer(
+        &mut self,
+        at: usize,
+        when: &[Cond],
+        a: &[Group],
+        b: Option<&[Group]>,
+        out: Option<&[Group]>,
+        states: usize,
+        name: &str,
+        table: &dyn Fn(usize, usize, usize) -> (usize, usize),
+    ) -> (usize, Group) {
+        let st = self.states(name, a.len(), states);
+        self.unit(at - 1, when.to_vec(), vec![st[0].ch(0)]);
+        (self.chain(at, a, b, &st, out, table), st[a.len()])
     }
 
     /// `out = a + b` (mod 16^n), the carry in set hot at depth `at − 1` when `when` holds.
     pub fn add(&mut self, at: usize, when: &[Cond], a: &[Group], b: &[Group], out: &[Group], name: &str) -> usize {
-        let c = self.states(name, a.len(), 2);
-        self.unit(at - 1, when.to_vec(), vec![c[0].ch(0)]);
-        self.chain(at, a, Some(b), &c, Some(out), &|x, y, c| ((x + y + c) % 16, (x + y + c) / 16))
+        self.transducer(at, when, a, Some(b), Some(out), 2, name, &|x, y, c| ((x + y + c) % 16, (x + y + c) / 16)).0
     }
 
     /// `out = a − b` (mod 16^n) and the final borrow (`a < b`), like [`Builder::add`].
@@ -201,16 +219,13 @@ impl Builder {
         out: &[Group],
         name: &str,
     ) -> (usize, Group) {
-        let c = self.states(name, a.len(), 2);
-        self.unit(at - 1, when.to_vec(), vec![c[0].ch(0)]);
-        let end = self.chain(at, a, Some(b), &c, Some(out), &|x, y, c| {
+        self.transducer(at, when, a, Some(b), Some(out), 2, name, &|x, y, c| {
             if x >= y + c {
                 (x - y - c, 0)
             } else {
                 (x + 16 - y - c, 1)
             }
-        });
-        (end, c[a.len()])
+        })
     }
 
     /// Sets `flag[1]` when every nibble of `a` is 0, else `flag[0]` (two layers from `at`, the
