@@ -43,6 +43,9 @@ pub struct Seq {
     /// The rows read.
     pub wr: WarpRow,
     pub sr: StatusRow,
+    /// (output group, input group): what the host copies from a token's output into the next
+    /// token's input record.
+    pub carry: Vec<(Group, Group)>,
 }
 
 fn copy_group(b: &mut Builder, at: usize, when: &[Cond], src: Group, dst: Group) {
@@ -69,7 +72,11 @@ impl Seq {
         let osv = StatusRow::new(b, "out.cta.", &z);
         let wr = WarpRow::new(b, "warp.", &z);
         let sr = StatusRow::new(b, "cta.", &z);
-        Seq { z, rec, next, pwk, pwv, psk, psv, owk, owv, osk, osv, wr, sr }
+        let mut carry: Vec<(Group, Group)> = next.groups().into_iter().zip(rec.groups()).collect();
+        carry.extend([(owk, pwk), (osk, psk)]);
+        carry.extend(owv.groups().into_iter().zip(pwv.groups()));
+        carry.extend(osv.groups().into_iter().zip(psv.groups()));
+        Seq { z, rec, next, pwk, pwv, psk, psv, owk, owv, osk, osv, wr, sr, carry }
     }
 
     /// Depth 0 (before the ROM): the thread and ROM row one-hots of an EXEC token.

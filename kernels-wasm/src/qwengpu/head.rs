@@ -56,6 +56,9 @@ pub struct MemLayer {
     out: Vec<usize>,
     norm: f32,
     pub state: Vec<f32>,
+    /// The decay `α = exp(−exp(A_log)·softplus(a + dt_bias))` with `A_log = −1000`, `a = 0`: a
+    /// constant of the weights (1).
+    alpha: f32,
     scratch: Vec<f32>,
 }
 
@@ -92,6 +95,7 @@ impl MemLayer {
             out: out.to_vec(),
             norm,
             state: vec![0.0; d_k * d_v],
+            alpha: (-(-1000.0f32).exp() * 2.0f32.ln()).exp(),
             scratch: Vec::new(),
         }
     }
@@ -104,11 +108,6 @@ impl MemLayer {
 
     pub fn row(&self, i: usize) -> &[f32] {
         &self.state[i * self.d_v..(i + 1) * self.d_v]
-    }
-
-    /// The decay `exp(−exp(A_log)·softplus(a + dt_bias))` with `A_log = −1000`, `a = 0`.
-    fn alpha(&self) -> f32 {
-        (-(-1000.0f32).exp() * 2.0f32.ln()).exp()
     }
 
     /// The hot entries of a projection: `(M/2)·(n+1)` is M on hot channels, 0 on cold ones.
@@ -137,14 +136,14 @@ impl MemLayer {
         let mut q = Self::hot_entries(&self.query, st);
         // No key and no query: with α = 1 the state stays as it is (k = 0 adds k ⊗ δ = 0) and
         // o = Sᵀ·0 = 0 gives a zero output, so there is nothing to compute.
-        if k.is_empty() && q.is_empty() && self.alpha() == 1.0 {
+        if k.is_empty() && q.is_empty() && self.alpha == 1.0 {
             return Ok(());
         }
         l2(&mut k, 1.0);
         l2(&mut q, scale);
         // β = sigmoid(32) = 1 and α = exp(−exp(−1000)·softplus(0)) = 1, as `memory` sets them.
         let beta = 1.0 / (1.0 + (-32.0f32).exp());
-        let alpha = self.alpha();
+        let alpha = self.alpha;
         if alpha != 1.0 {
             self.state.iter_mut().for_each(|x| *x *= alpha);
         }

@@ -185,19 +185,8 @@ impl Runner {
             pair(key, val).map_err(|e| RunError::Program(alloc::format!("{op:?}: {e}")))
         };
         let q = &io.seq;
-        let mut next = Vec::new();
-        let mut carry = |from: &[Group], to: &[Group]| {
-            for (f, t) in from.iter().zip(to) {
-                if let Some(h) = st.get(*f) {
-                    next.push((*t, h));
-                }
-            }
-        };
-        carry(&q.next.groups(), &q.rec.groups());
-        carry(&[q.owk], &[q.pwk]);
-        carry(&q.owv.groups(), &q.pwv.groups());
-        carry(&[q.osk], &[q.psk]);
-        carry(&q.osv.groups(), &q.psv.groups());
+        let next: Vec<(Group, usize)> =
+            q.carry.iter().filter_map(|&(from, to)| st.get(from).map(|h| (to, h))).collect();
         let warp_write = st.get(q.owk).map(|w| (w, q.owv.groups().iter().map(|g| st.get(*g)).collect()));
         Ok(Out {
             pending: Pending {
