@@ -3,6 +3,7 @@
 //!
 //! Byte layouts as bitnet.cpp stores them (TL2 and GGUF ids included): `FORMATS.md` here.
 //!
+//! - [`blob`]: packed bytes, owned or a window into a memory-mapped file.
 //! - [`quant`]: absmean weight quantisation and per-tensor activation quantisation.
 //! - [`i2s`]: I2_S, 2-bit codes and a multiply-add kernel.
 //! - [`lut`]: the activation-pair tables (`lut_ctor`).
@@ -13,6 +14,7 @@
 //! - [`pool`] (with `std`): persistent worker threads, as ggml keeps them.
 //! - [`threads`] (with `std`): thread 0 prepares, a barrier, every thread computes its rows;
 //!   GEMV and GEMM for every format.
+//! - [`model`]: whole models (GGUF in and out, the forward pass, tokenizer, sampling).
 //! - [`trace`]: the scalar kernels step by step, for the playground.
 //! - [`tiling`]: BM / BK / bm per shape, the formats' shape rules, `wsize`, `can_mul_mat`.
 //!
@@ -21,9 +23,11 @@
 //! thread count gives bit-identical results.
 
 pub mod backend;
+pub mod blob;
 pub mod i2s;
 pub mod lut;
 pub mod lut_matrix;
+pub mod model;
 #[cfg(feature = "std")]
 pub mod pool;
 pub mod quant;

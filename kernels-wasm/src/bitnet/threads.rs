@@ -18,7 +18,7 @@ use std::sync::Mutex;
 
 /// Runs `work(prepared, first_unit, out_chunk)` on every thread of `pool` over `out`, cut into
 /// contiguous shares of whole units of `unit` values, after thread 0 has run `prepare`.
-fn split<P: Sync, T: Send>(
+pub(crate) fn split<P: Sync, T: Send>(
     pool: &Pool,
     unit: usize,
     out: &mut [T],

@@ -14,9 +14,9 @@
 //! allocation.
 
 mod quant;
-mod write;
+pub mod write;
 
-pub use quant::{dequantize, f16_to_f32, GgmlType};
+pub use quant::{dequantize, f16_to_f32, f32_to_f16, GgmlType};
 pub use write::GgufWriter;
 
 use alloc::collections::BTreeMap;
@@ -226,10 +226,8 @@ impl Gguf {
             let ty_id = r.u32("tensor type")?;
             let offset = r.u64("tensor offset")?;
             let ty = GgmlType::from_id(ty_id).ok_or_else(|| bad(alloc::format!("unknown ggml type {ty_id}")))?;
-            let elements = dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
-            let bytes = elements
-                .filter(|&n| n > 0 && n % ty.block_elements() as u64 == 0)
-                .and_then(|n| (n / ty.block_elements() as u64).checked_mul(ty.block_bytes() as u64))
+            let bytes = ty
+                .tensor_bytes(&dims)
                 .ok_or_else(|| bad(alloc::format!("shape {dims:?} is empty, overflows or splits a {ty:?} block")))?;
             let (Ok(offset), Ok(bytes)) = (usize::try_from(offset), usize::try_from(bytes)) else {
                 return Err(bad("offset or size beyond this machine's address space".into()));

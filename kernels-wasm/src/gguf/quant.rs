@@ -33,10 +33,15 @@ pub enum GgmlType {
     Q6_K,
     Q8_K,
     BF16,
+    /// bitnet.cpp's ternary formats (its llama.cpp fork's ids): sizes follow no block rule,
+    /// see [`GgmlType::tensor_bytes`].
+    I2_S,
+    TL1,
+    TL2,
 }
 
 /// (GGUF id, type), the one table both directions read.
-const IDS: [(u32, GgmlType); 15] = {
+const IDS: [(u32, GgmlType); 18] = {
     use GgmlType::*;
     [
         (0, F32),
@@ -54,6 +59,9 @@ const IDS: [(u32, GgmlType); 15] = {
         (14, Q6_K),
         (15, Q8_K),
         (30, BF16),
+        (36, I2_S),
+        (38, TL1),
+        (39, TL2),
     ]
 };
 
@@ -69,7 +77,7 @@ impl GgmlType {
     pub fn block_elements(self) -> usize {
         use GgmlType::*;
         match self {
-            F32 | F16 | BF16 => 1,
+            F32 | F16 | BF16 | I2_S | TL1 | TL2 => 1,
             Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q8_1 => 32,
             Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | Q8_K => 256,
         }
@@ -80,6 +88,8 @@ impl GgmlType {
         match self {
             F32 => 4,
             F16 | BF16 => 2,
+            // Four weights per byte; the trailer and padding are added by `tensor_bytes`.
+            I2_S | TL1 | TL2 => 1,
             Q4_0 => 18,
             Q4_1 => 20,
             Q5_0 => 22,
@@ -92,6 +102,26 @@ impl GgmlType {
             Q5_K => 176,
             Q6_K => 210,
             Q8_K => 292,
+        }
+    }
+
+    /// Bytes of a tensor of this type with shape `dims` (innermost first); `None` for an empty,
+    /// overflowing or block-splitting shape. The ternary types take what the fork's
+    /// `ggml_nbytes` gives them: I2_S and TL1 `n/4 + 32` (codes, then a 32-byte trailer whose
+    /// first f32 is I2_S's scale), TL2 `roundup32(((K−256)·M)/3·5/8 + 256·M/2·4/8) + 32`.
+    pub fn tensor_bytes(self, dims: &[u64]) -> Option<u64> {
+        let n = dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).filter(|&n| n > 0)?;
+        match self {
+            GgmlType::I2_S | GgmlType::TL1 => Some(n.div_ceil(4) + 32),
+            GgmlType::TL2 => {
+                let (k, m) = (dims[0], n / dims[0]);
+                let three = k.checked_sub(256)?.checked_mul(m)? / 3 * 5 / 8;
+                Some((three + 256 * m / 2 * 4 / 8).next_multiple_of(32) + 32)
+            }
+            _ => {
+                let block = self.block_elements() as u64;
+                (n % block == 0).then(|| n / block * self.block_bytes() as u64)
+            }
         }
     }
 
@@ -116,6 +146,39 @@ pub fn f16_to_f32(h: u16) -> f32 {
         _ => sign | ((exp as u32 + 112) << 23) | (frac << 13),
     };
     f32::from_bits(bits)
+}
+
+/// Single to IEEE half, rounding to nearest even (as F16C's `vcvtps2ph` and ggml do).
+pub fn f32_to_f16(x: f32) -> u16 {
+    let bits = x.to_bits();
+    let sign = ((bits >> 16) & 0x8000) as u16;
+    let exp = ((bits >> 23) & 0xff) as i32;
+    let frac = bits & 0x7f_ffff;
+    if exp == 0xff {
+        // Infinity stays infinite; NaN stays NaN (quiet).
+        return sign | 0x7c00 | if frac != 0 { 0x200 | (frac >> 13) as u16 } else { 0 };
+    }
+    // Half's exponent bias is 15, single's 127.
+    let e = exp - 127 + 15;
+    if e >= 0x1f {
+        return sign | 0x7c00;
+    }
+    let (mant, shift) = if e <= 0 {
+        // Subnormal half (or zero): the implicit 1 joins the fraction, shifted further right.
+        if e < -10 {
+            return sign;
+        }
+        (frac | 0x80_0000, (14 - e) as u32)
+    } else {
+        (frac, 13)
+    };
+    let half_mant = mant >> shift;
+    let rest = mant & ((1 << shift) - 1);
+    let halfway = 1 << (shift - 1);
+    let round_up = rest > halfway || (rest == halfway && half_mant & 1 == 1);
+    // A carry out of the mantissa correctly bumps the exponent (up to infinity).
+    let base = if e <= 0 { half_mant } else { ((e as u32) << 10) | half_mant };
+    sign | (base + round_up as u32) as u16
 }
 
 fn half(b: &[u8], at: usize) -> f32 {
@@ -211,7 +274,7 @@ pub fn dequantize(ty: GgmlType, data: &[u8]) -> Option<Vec<f32>> {
                 }
             }
         }
-        Q8_1 | Q2_K | Q3_K | Q5_K | Q8_K => return None,
+        Q8_1 | Q2_K | Q3_K | Q5_K | Q8_K | I2_S | TL1 | TL2 => return None,
     }
     Some(out)
 }

@@ -119,3 +119,31 @@ fn blocks_decode_by_their_definitions() {
     assert_eq!(f16_to_f32(0x7bff), 65504.0);
     assert!(f16_to_f32(0x7c00).is_infinite() && f16_to_f32(0x7e00).is_nan());
 }
+
+#[test]
+fn f32_to_f16_rounds_to_the_nearest_half_ties_to_even() {
+    use super::{f16_to_f32, f32_to_f16};
+    // Every finite half comes back as itself.
+    for h in 0u16..=0xffff {
+        let x = f16_to_f32(h);
+        if x.is_finite() {
+            assert_eq!(f32_to_f16(x), h, "half {h:#06x} = {x}");
+        }
+    }
+    // Between two neighbouring positive halves: below the midpoint rounds down, above up, and
+    // the midpoint itself to the one with an even mantissa.
+    for h in 0u16..0x7bff {
+        let (lo, hi) = (f16_to_f32(h) as f64, f16_to_f32(h + 1) as f64);
+        let mid = ((lo + hi) / 2.0) as f32;
+        let even = if h & 1 == 0 { h } else { h + 1 };
+        assert_eq!(f32_to_f16(mid), even, "midpoint above {h:#06x}");
+        assert_eq!(f32_to_f16(-mid), even | 0x8000);
+        assert_eq!(f32_to_f16(f32::from_bits(mid.to_bits() - 1)), h);
+        assert_eq!(f32_to_f16(f32::from_bits(mid.to_bits() + 1)), h + 1);
+    }
+    assert_eq!(f32_to_f16(65520.0), 0x7c00, "rounds up to infinity");
+    assert_eq!(f32_to_f16(65519.0), 0x7bff);
+    assert_eq!(f32_to_f16(f32::INFINITY), 0x7c00);
+    assert!(f16_to_f32(f32_to_f16(f32::NAN)).is_nan());
+    assert_eq!(f32_to_f16(1e-9), 0);
+}

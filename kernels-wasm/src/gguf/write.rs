@@ -11,7 +11,8 @@ pub struct GgufWriter {
     tensors: Vec<(String, Vec<u64>, GgmlType, Vec<u8>)>,
 }
 
-const ALIGNMENT: usize = 32;
+/// Tensor data alignment (`general.alignment`'s default).
+pub const ALIGNMENT: usize = 32;
 
 fn put_string(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(&(s.len() as u64).to_le_bytes());
@@ -79,32 +80,46 @@ impl GgufWriter {
     }
 
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::new();
-        out.extend_from_slice(b"GGUF");
-        out.extend_from_slice(&3u32.to_le_bytes());
-        out.extend_from_slice(&(self.tensors.len() as u64).to_le_bytes());
-        out.extend_from_slice(&(self.metadata.len() as u64).to_le_bytes());
-        for (key, value) in &self.metadata {
-            put_string(&mut out, key);
-            out.extend_from_slice(&type_id(value).to_le_bytes());
-            put_value(&mut out, value);
-        }
-        let mut offset = 0usize;
-        for (name, dims, ty, data) in &self.tensors {
-            put_string(&mut out, name);
-            out.extend_from_slice(&(dims.len() as u32).to_le_bytes());
-            for d in dims {
-                out.extend_from_slice(&d.to_le_bytes());
-            }
-            out.extend_from_slice(&ty.id().to_le_bytes());
-            out.extend_from_slice(&(offset as u64).to_le_bytes());
-            offset = (offset + data.len()).next_multiple_of(ALIGNMENT);
-        }
-        out.resize(out.len().next_multiple_of(ALIGNMENT), 0);
+        let plan: Vec<_> = self.tensors.iter().map(|(n, d, t, data)| (n.clone(), d.clone(), *t, data.len())).collect();
+        let mut out = header(&self.metadata, &plan);
         for (_, _, _, data) in &self.tensors {
             out.extend_from_slice(data);
             out.resize(out.len().next_multiple_of(ALIGNMENT), 0);
         }
         out
     }
+}
+
+/// Everything before the tensor data: header, metadata, tensor descriptors (`(name, dims, type,
+/// bytes)`), padding. The data follows, each tensor padded to [`ALIGNMENT`] bytes (see
+/// [`padding`]), so a large file can be written one tensor at a time.
+pub fn header(metadata: &[(String, Value)], tensors: &[(String, Vec<u64>, GgmlType, usize)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(b"GGUF");
+    out.extend_from_slice(&3u32.to_le_bytes());
+    out.extend_from_slice(&(tensors.len() as u64).to_le_bytes());
+    out.extend_from_slice(&(metadata.len() as u64).to_le_bytes());
+    for (key, value) in metadata {
+        put_string(&mut out, key);
+        out.extend_from_slice(&type_id(value).to_le_bytes());
+        put_value(&mut out, value);
+    }
+    let mut offset = 0usize;
+    for (name, dims, ty, bytes) in tensors {
+        put_string(&mut out, name);
+        out.extend_from_slice(&(dims.len() as u32).to_le_bytes());
+        for d in dims {
+            out.extend_from_slice(&d.to_le_bytes());
+        }
+        out.extend_from_slice(&ty.id().to_le_bytes());
+        out.extend_from_slice(&(offset as u64).to_le_bytes());
+        offset = (offset + bytes).next_multiple_of(ALIGNMENT);
+    }
+    out.resize(out.len().next_multiple_of(ALIGNMENT), 0);
+    out
+}
+
+/// Zero bytes that follow a tensor of `bytes` bytes.
+pub fn padding(bytes: usize) -> usize {
+    bytes.next_multiple_of(ALIGNMENT) - bytes
 }

@@ -17,10 +17,10 @@ mod simd128;
 mod x86;
 
 use super::backend::Backend;
+use super::blob::Blob;
 use super::quant::{check_len, QuantActs, TernaryMatrix};
 use super::{dequantize_into, BitnetError};
 use alloc::vec;
-use alloc::vec::Vec;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum I2sLayout {
@@ -52,7 +52,7 @@ pub struct I2sMatrix {
     pub cols: usize,
     pub layout: I2sLayout,
     /// `rows * cols / 4` bytes, row after row.
-    pub codes: Vec<u8>,
+    pub codes: Blob,
     pub scale: f32,
 }
 
@@ -73,7 +73,7 @@ impl I2sMatrix {
             let byte = block_start / 4 + j % lanes;
             codes[byte] |= ((w + 1) as u8) << (6 - 2 * (j / lanes));
         }
-        Ok(I2sMatrix { rows: t.rows, cols: t.cols, layout, codes, scale: t.scale })
+        Ok(I2sMatrix { rows: t.rows, cols: t.cols, layout, codes: codes.into(), scale: t.scale })
     }
 
     pub fn unpack(&self) -> TernaryMatrix {

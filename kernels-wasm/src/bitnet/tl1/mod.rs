@@ -19,12 +19,12 @@ mod simd128;
 mod x86;
 
 use super::backend::Backend;
+use super::blob::Blob;
 use super::lut::{pair_index, PairTables};
 use super::quant::{check_len, TernaryMatrix};
 use super::tiling::{LutFormat, Tile};
 use super::BitnetError;
 use alloc::vec;
-use alloc::vec::Vec;
 
 /// Where the 16-byte vectors of the packed matrix are, and what they hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,7 +116,7 @@ impl Geometry {
 pub struct Tl1Matrix {
     pub geometry: Geometry,
     /// `M·K/4` bytes in the layout above.
-    pub packed: Vec<u8>,
+    pub packed: Blob,
     pub scale: f32,
 }
 
@@ -135,7 +135,7 @@ impl Tl1Matrix {
                 packed[v.offset + r] = idx(v.row0 + r, v.pair) << 4 | idx(v.row0 + r, v.pair + 1);
             }
         }
-        Ok(Tl1Matrix { geometry, packed, scale: t.scale })
+        Ok(Tl1Matrix { geometry, packed: packed.into(), scale: t.scale })
     }
 
     pub fn unpack(&self) -> TernaryMatrix {

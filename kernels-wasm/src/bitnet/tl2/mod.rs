@@ -25,13 +25,13 @@ mod simd128;
 mod x86;
 
 use super::backend::Backend;
+use super::blob::Blob;
 pub use super::lut::Tl2Tables;
 use super::lut::{pair_index, triplet_value, triplet_weights, PAIR_TABLE_BYTES};
 use super::quant::{check_len, TernaryMatrix};
 use super::tiling::{LutFormat, Tile};
 use super::BitnetError;
 use alloc::vec;
-use alloc::vec::Vec;
 
 /// Rows of one block (`bm`, fixed at 32 for TL2) = bytes of one vector.
 pub const BM32: usize = 32;
@@ -139,7 +139,7 @@ impl Geometry {
 pub struct Tl2Matrix {
     pub geometry: Geometry,
     /// Magnitudes, signs and tail, [`Geometry::packed_bytes`] in all.
-    pub packed: Vec<u8>,
+    pub packed: Blob,
     pub scale: f32,
 }
 
@@ -190,7 +190,7 @@ impl Tl2Matrix {
                 }
             }
         }
-        Ok(Tl2Matrix { geometry: g, packed, scale: t.scale })
+        Ok(Tl2Matrix { geometry: g, packed: packed.into(), scale: t.scale })
     }
 
     pub fn unpack(&self) -> TernaryMatrix {

@@ -1,0 +1,317 @@
+//! The forward pass of bitnet.cpp's `bitnet` architecture, one struct per layer, reading top to
+//! bottom as its llama.cpp fork builds the graph:
+//!
+//! ```text
+//! x = tok_embd[token]
+//! per block:  h = x + W_o · SubNorm(Attention(RoPE(W_q · Norm(x)), RoPE(W_k · Norm(x)), W_v · Norm(x)))
+//!             x = h + W_down · SubNorm(silu(W_gate · Norm(h)) ⊙ W_up · Norm(h))
+//! logits = W_out · Norm(x)          (W_out = tok_embd when the file has no output.weight)
+//! ```
+//!
+//! Where llama.cpp rounds to F16 this does too, so greedy decoding follows the same path: the KV
+//! cache holds F16 values (llama.cpp's default cache type), and the query row and the softmax
+//! weights are rounded to F16 before they meet it (ggml converts a mul_mat's F32 operand to the
+//! F16 operand's type).
+//!
+//! The FFN gate is SiLU: bitnet.cpp's fixture (32 greedy tokens) is reproduced with SiLU and
+//! not with the squared ReLU of the later BitNet b1.58 2B4T architecture; RoPE pairs `x[i]` with
+//! `x[i + d/2]` likewise. [`Exec::reference`] turns every such rounding and the int8 activations
+//! off: the f32 reference forward of the same ternary model. Transcendentals come from `libm`,
+//! so native, wasm and `no_std` builds compute the same bits.
+
+use super::config::Config;
+use super::linear::Linear;
+use super::par::Parallel;
+use super::table::{self, Table};
+use super::tokenizer::Tokenizer;
+use super::ModelError;
+use crate::bitnet::backend::Backend;
+use crate::gguf::{f16_to_f32, f32_to_f16};
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// How to run: which kernels, on which threads.
+pub struct Exec<'a> {
+    pub backend: Backend,
+    pub par: &'a dyn Parallel,
+    /// The AVX2 output layer (the scalar one gives the same bits).
+    pub simd: bool,
+    /// The f32 reference: unquantised activations, no F16 roundings.
+    pub reference: bool,
+}
+
+impl<'a> Exec<'a> {
+    /// The fastest kernels this machine has, on `par`.
+    pub fn best(par: &'a dyn Parallel) -> Exec<'a> {
+        Exec { backend: Backend::best(), par, simd: table::simd_available(), reference: false }
+    }
+
+    /// Rounds to F16 and back, unless this is the reference.
+    fn half(&self, v: f32) -> f32 {
+        if self.reference {
+            v
+        } else {
+            f16_to_f32(f32_to_f16(v))
+        }
+    }
+
+    fn linear(&self, w: &Linear, xs: &[f32], out: &mut [f32]) -> Result<(), crate::bitnet::BitnetError> {
+        if self.reference {
+            w.forward_f32(xs, out);
+            Ok(())
+        } else {
+            w.forward(xs, self.backend, self.par, out)
+        }
+    }
+}
+
+/// RMSNorm as ggml computes it: the sum of squares in f64, `scale = 1/√(mean + ε)` in f32, then
+/// `x·scale` times the weight.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RmsNorm {
+    pub weight: Vec<f32>,
+    pub eps: f32,
+}
+
+impl RmsNorm {
+    fn forward(&self, xs: &mut [f32]) {
+        for x in xs.chunks_exact_mut(self.weight.len()) {
+            let sum: f64 = x.iter().map(|&v| v as f64 * v as f64).sum();
+            let mean = (sum / x.len() as f64) as f32;
+            let scale = 1.0 / libm::sqrtf(mean + self.eps);
+            for (v, w) in x.iter_mut().zip(&self.weight) {
+                *v = *v * scale * w;
+            }
+        }
+    }
+}
+
+/// ggml's RoPE: pairs `(x[i], x[i + d/2])` (the NEOX mode llama.cpp uses for `bitnet`), rotated
+/// by `θ = pos · base^(−2i/d)`, θ built by repeated multiplication in f32 as ggml does.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rope {
+    pub head_dim: usize,
+    pub theta_scale: f32,
+}
+
+impl Rope {
+    pub fn new(head_dim: usize, base: f32) -> Rope {
+        Rope { head_dim, theta_scale: libm::powf(base, -2.0 / head_dim as f32) }
+    }
+
+    /// Rotates every head of `x` (heads × head_dim) for position `pos`.
+    fn forward(&self, x: &mut [f32], pos: usize) {
+        let half = self.head_dim / 2;
+        let mut theta = pos as f32;
+        let mut cs = vec![(0.0f32, 0.0f32); half];
+        for c in cs.iter_mut() {
+            *c = (libm::cosf(theta), libm::sinf(theta));
+            theta *= self.theta_scale;
+        }
+        for head in x.chunks_exact_mut(self.head_dim) {
+            for (i, &(cos, sin)) in cs.iter().enumerate() {
+                let (x0, x1) = (head[i], head[i + half]);
+                head[i] = x0 * cos - x1 * sin;
+                head[i + half] = x0 * sin + x1 * cos;
+            }
+        }
+    }
+}
+
+/// The KV cache of every layer: `context × kv_dim` keys and values each.
+#[derive(Debug, Clone)]
+pub struct Cache {
+    k: Vec<Vec<f32>>,
+    v: Vec<Vec<f32>>,
+    /// Positions filled.
+    pub len: usize,
+    pub context: usize,
+}
+
+impl Cache {
+    pub fn new(c: &Config, context: usize) -> Cache {
+        let size = context * c.kv_dim();
+        Cache { k: vec![vec![0.0; size]; c.layers], v: vec![vec![0.0; size]; c.layers], len: 0, context }
+    }
+
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attention {
+    pub q: Linear,
+    pub k: Linear,
+    pub v: Linear,
+    pub o: Linear,
+    pub sub_norm: RmsNorm,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub rope: Rope,
+}
+
+impl Attention {
+    /// `xs`: n normalised rows at positions `start..start + n`; their K and V join the cache.
+    fn forward(
+        &self,
+        xs: &[f32],
+        start: usize,
+        k_cache: &mut [f32],
+        v_cache: &mut [f32],
+        ex: &Exec,
+    ) -> Result<Vec<f32>, ModelError> {
+        let hd = self.rope.head_dim;
+        let (dim, kv_dim) = (self.heads * hd, self.kv_heads * hd);
+        let n = xs.len() / self.q.shape().1;
+        let (mut q, mut k, mut v) = (vec![0.0; n * dim], vec![0.0; n * kv_dim], vec![0.0; n * kv_dim]);
+        ex.linear(&self.q, xs, &mut q)?;
+        ex.linear(&self.k, xs, &mut k)?;
+        ex.linear(&self.v, xs, &mut v)?;
+        for i in 0..n {
+            self.rope.forward(&mut q[i * dim..(i + 1) * dim], start + i);
+            self.rope.forward(&mut k[i * kv_dim..(i + 1) * kv_dim], start + i);
+            for j in 0..kv_dim {
+                k_cache[(start + i) * kv_dim + j] = ex.half(k[i * kv_dim + j]);
+                v_cache[(start + i) * kv_dim + j] = ex.half(v[i * kv_dim + j]);
+            }
+        }
+        let scale = 1.0 / libm::sqrtf(hd as f32);
+        let group = self.heads / self.kv_heads;
+        let mut out = vec![0.0f32; n * dim];
+        let mut w = Vec::new();
+        for i in 0..n {
+            let pos = start + i;
+            for h in 0..self.heads {
+                let kv = (h / group) * hd;
+                let qh: Vec<f32> = q[i * dim + h * hd..][..hd].iter().map(|&x| ex.half(x)).collect();
+                // Causal: positions 0..=pos; softmax as ggml's soft_max (sum in f64).
+                w.clear();
+                w.extend((0..=pos).map(|p| {
+                    let kp = &k_cache[p * kv_dim + kv..][..hd];
+                    qh.iter().zip(kp).map(|(a, b)| a * b).sum::<f32>() * scale
+                }));
+                let max = w.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                let mut sum = 0.0f64;
+                for s in w.iter_mut() {
+                    *s = libm::expf(*s - max);
+                    sum += *s as f64;
+                }
+                let inv = (1.0 / sum) as f32;
+                let o = &mut out[i * dim + h * hd..][..hd];
+                for (p, s) in w.iter().enumerate() {
+                    let s = ex.half(*s * inv);
+                    for (acc, vv) in o.iter_mut().zip(&v_cache[p * kv_dim + kv..][..hd]) {
+                        *acc += s * vv;
+                    }
+                }
+            }
+        }
+        self.sub_norm.forward(&mut out);
+        let mut y = vec![0.0; n * self.o.shape().0];
+        ex.linear(&self.o, &out, &mut y)?;
+        Ok(y)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ffn {
+    pub gate: Linear,
+    pub up: Linear,
+    pub down: Linear,
+    pub sub_norm: RmsNorm,
+}
+
+impl Ffn {
+    fn forward(&self, xs: &[f32], ex: &Exec) -> Result<Vec<f32>, ModelError> {
+        let n = xs.len() / self.up.shape().1;
+        let hidden = self.up.shape().0;
+        let (mut gate, mut up) = (vec![0.0; n * hidden], vec![0.0; n * hidden]);
+        ex.linear(&self.up, xs, &mut up)?;
+        ex.linear(&self.gate, xs, &mut gate)?;
+        for (g, u) in gate.iter_mut().zip(&up) {
+            // ggml_silu, then the product with the up projection.
+            *g = *g / (1.0 + libm::expf(-*g)) * u;
+        }
+        self.sub_norm.forward(&mut gate);
+        let mut y = vec![0.0; n * self.down.shape().0];
+        ex.linear(&self.down, &gate, &mut y)?;
+        Ok(y)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Block {
+    pub attn_norm: RmsNorm,
+    pub attn: Attention,
+    pub ffn_norm: RmsNorm,
+    pub ffn: Ffn,
+}
+
+#[derive(Debug, Clone)]
+pub struct Model {
+    pub config: Config,
+    pub embed: Table,
+    /// `None`: the output layer is the embedding table.
+    pub output: Option<Table>,
+    pub blocks: Vec<Block>,
+    pub output_norm: RmsNorm,
+    pub tokenizer: Option<Tokenizer>,
+}
+
+/// Which positions' logits [`Model::forward`] returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Logits {
+    Last,
+    All,
+}
+
+impl Model {
+    /// Runs `tokens` at the cache's next positions and returns the logits of the last one (or of
+    /// every one), `vocab` values each.
+    pub fn forward(&self, tokens: &[u32], cache: &mut Cache, ex: &Exec, which: Logits) -> Result<Vec<f32>, ModelError> {
+        let c = &self.config;
+        let (n, start) = (tokens.len(), cache.len);
+        if start + n > cache.context {
+            return Err(ModelError::Context { pos: start + n, context: cache.context });
+        }
+        let mut x = vec![0.0f32; n * c.dim];
+        for (&t, row) in tokens.iter().zip(x.chunks_exact_mut(c.dim)) {
+            if t as usize >= self.embed.rows {
+                return Err(ModelError::Token { id: t as usize, vocab: self.embed.rows });
+            }
+            self.embed.row(t as usize, row);
+        }
+        for (b, block) in self.blocks.iter().enumerate() {
+            let mut h = x.clone();
+            block.attn_norm.forward(&mut h);
+            let a = block.attn.forward(&h, start, &mut cache.k[b], &mut cache.v[b], ex)?;
+            x.iter_mut().zip(&a).for_each(|(x, a)| *x += a);
+            let mut h = x.clone();
+            block.ffn_norm.forward(&mut h);
+            let f = block.ffn.forward(&h, ex)?;
+            x.iter_mut().zip(&f).for_each(|(x, f)| *x += f);
+        }
+        cache.len = start + n;
+        let rows = match which {
+            Logits::Last => &mut x[(n - 1) * c.dim..],
+            Logits::All => &mut x[..],
+        };
+        self.output_norm.forward(rows);
+        let out = self.output.as_ref().unwrap_or(&self.embed);
+        let mut logits = vec![0.0f32; rows.len() / c.dim * out.rows];
+        if ex.reference {
+            // Plain sums, no F16 rounding of the activations.
+            let mut w = vec![0.0f32; c.dim];
+            for (x, o) in rows.chunks_exact(c.dim).zip(logits.chunks_exact_mut(out.rows)) {
+                for (r, y) in o.iter_mut().enumerate() {
+                    out.row(r, &mut w);
+                    *y = w.iter().zip(x).map(|(a, b)| a * b).sum();
+                }
+            }
+        } else {
+            out.logits(rows, ex.simd, ex.par, &mut logits)?;
+        }
+        Ok(logits)
+    }
+}

@@ -1,0 +1,213 @@
+//! A model's matrices: the ternary linear layers in any of bitnet.cpp's formats, and the F16 /
+//! F32 embedding table that also serves as the output layer.
+//!
+//! A linear layer takes `n` activation rows (`n × K`) and gives `n × M`. As ggml's mul_mat does,
+//! the calling thread prepares each row first (I2_S: per-row int8 quantisation; TL1/TL2: the
+//! lookup tables), then the threads share the weight rows in blocks; every block is read once
+//! for all `n` rows, which is what makes prompt processing a GEMM rather than `n` GEMVs.
+
+use super::par::Parallel;
+use crate::bitnet::backend::Backend;
+use crate::bitnet::blob::Blob;
+use crate::bitnet::i2s::{I2sLayout, I2sMatrix};
+use crate::bitnet::lut_matrix::LutMatrix;
+use crate::bitnet::quant::{quantize_activations, Rounding, TernaryMatrix};
+use crate::bitnet::tl1::Tl1Matrix;
+use crate::bitnet::tl2::Tl2Matrix;
+use crate::bitnet::{dequantize_into, BitnetError};
+use crate::gguf::GgmlType;
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// The ternary formats, by the names bitnet.cpp gives them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Quant {
+    I2s,
+    Tl1,
+    Tl2,
+}
+
+impl Quant {
+    pub const ALL: [Quant; 3] = [Quant::I2s, Quant::Tl1, Quant::Tl2];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Quant::I2s => "i2_s",
+            Quant::Tl1 => "tl1",
+            Quant::Tl2 => "tl2",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Quant> {
+        Quant::ALL.into_iter().find(|q| q.name().eq_ignore_ascii_case(s))
+    }
+
+    pub fn ggml(self) -> GgmlType {
+        match self {
+            Quant::I2s => GgmlType::I2_S,
+            Quant::Tl1 => GgmlType::TL1,
+            Quant::Tl2 => GgmlType::TL2,
+        }
+    }
+
+    /// `general.file_type` as the fork's llama-quantize sets it (`LLAMA_FTYPE_MOSTLY_*`).
+    pub fn file_type(self) -> u32 {
+        match self {
+            Quant::I2s => 40,
+            Quant::Tl1 => 38,
+            Quant::Tl2 => 39,
+        }
+    }
+}
+
+/// The accumulators of activation row j on the weight block at row0 (and that row's
+/// activation scale).
+type AccOf<'a> = dyn Fn(usize, usize, &mut [i32]) -> Result<f32, BitnetError> + Sync + 'a;
+
+/// Weight rows per work unit of I2_S (a block of rows is read once for all activation rows).
+const I2S_ROWS: usize = 32;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Linear {
+    I2s(I2sMatrix),
+    Tl1(Tl1Matrix),
+    Tl2(Tl2Matrix),
+}
+
+impl Linear {
+    /// Packs ternary weights (`rows × cols`, PyTorch's `(out, in)`) in `quant`'s layout (x86
+    /// I2_S; TL1/TL2 with the tiles bitnet.cpp's presets or rules pick for the shape).
+    pub fn pack(t: &TernaryMatrix, quant: Quant) -> Result<Linear, BitnetError> {
+        Ok(match quant {
+            Quant::I2s => Linear::I2s(I2sMatrix::pack(t, I2sLayout::X86)?),
+            Quant::Tl1 => Linear::Tl1(Tl1Matrix::pack(t)?),
+            Quant::Tl2 => Linear::Tl2(Tl2Matrix::pack(t)?),
+        })
+    }
+
+    pub fn quant(&self) -> Quant {
+        match self {
+            Linear::I2s(_) => Quant::I2s,
+            Linear::Tl1(_) => Quant::Tl1,
+            Linear::Tl2(_) => Quant::Tl2,
+        }
+    }
+
+    /// (M, K): outputs, inputs.
+    pub fn shape(&self) -> (usize, usize) {
+        match self {
+            Linear::I2s(m) => (m.rows, m.cols),
+            Linear::Tl1(m) => m.shape(),
+            Linear::Tl2(m) => m.shape(),
+        }
+    }
+
+    pub fn scale(&self) -> f32 {
+        match self {
+            Linear::I2s(m) => m.scale,
+            Linear::Tl1(m) => m.scale,
+            Linear::Tl2(m) => m.scale,
+        }
+    }
+
+    pub fn packed(&self) -> &Blob {
+        match self {
+            Linear::I2s(m) => &m.codes,
+            Linear::Tl1(m) => &m.packed,
+            Linear::Tl2(m) => &m.packed,
+        }
+    }
+
+    pub fn unpack(&self) -> TernaryMatrix {
+        match self {
+            Linear::I2s(m) => m.unpack(),
+            Linear::Tl1(m) => m.unpack(),
+            Linear::Tl2(m) => m.unpack(),
+        }
+    }
+
+    /// Rows per work unit.
+    fn block(&self) -> usize {
+        match self {
+            Linear::I2s(m) if m.rows.is_multiple_of(I2S_ROWS) => I2S_ROWS,
+            Linear::I2s(_) => 1,
+            Linear::Tl1(m) => m.bm_tile(),
+            Linear::Tl2(m) => m.bm_tile(),
+        }
+    }
+
+    /// `out (n × M) = xs (n × K) · Wᵀ`.
+    pub fn forward(
+        &self,
+        xs: &[f32],
+        backend: Backend,
+        par: &dyn Parallel,
+        out: &mut [f32],
+    ) -> Result<(), BitnetError> {
+        let (m, k) = self.shape();
+        let n = xs.len() / k;
+        crate::bitnet::quant::check_len("activations (whole rows of K)", n * k, xs.len())?;
+        crate::bitnet::quant::check_len("outputs (n rows of M)", n * m, out.len())?;
+        let block = self.block();
+        // Block b of weight rows fills `[b·block·n, (b+1)·block·n)` of the work buffer as n runs
+        // of `block` outputs; with one activation row that is exactly `out`.
+        let mut work = if n == 1 { Vec::new() } else { vec![0.0f32; n * m] };
+        let buf: &mut [f32] = if n == 1 { out } else { &mut work };
+        let mut blocks = |acc_of: &AccOf| {
+            par.split(buf, block * n, &|first, chunk| {
+                let mut acc = vec![0i32; block];
+                for (b, part) in chunk.chunks_exact_mut(block * n).enumerate() {
+                    for (j, o) in part.chunks_exact_mut(block).enumerate() {
+                        let act_scale = acc_of(j, (first + b) * block, &mut acc)?;
+                        dequantize_into(o, &acc, act_scale, self.scale());
+                    }
+                }
+                Ok(())
+            })
+        };
+        match self {
+            Linear::I2s(w) => {
+                let acts = xs
+                    .chunks_exact(k)
+                    .map(|x| quantize_activations(x, Rounding::HalfEven))
+                    .collect::<Result<Vec<_>, _>>()?;
+                blocks(&|j, row0, acc| w.gemv_acc_rows(&acts[j].q, backend, row0, acc).map(|()| acts[j].scale))?
+            }
+            Linear::Tl1(w) => {
+                let tables = xs.chunks_exact(k).map(|x| w.tables(x)).collect::<Result<Vec<_>, _>>()?;
+                blocks(&|j, row0, acc| {
+                    w.acc_tiles(&tables[j], backend, row0 / block..row0 / block + 1, acc)
+                        .map(|()| Tl1Matrix::act_scale(&tables[j]))
+                })?
+            }
+            Linear::Tl2(w) => {
+                let tables = xs.chunks_exact(k).map(|x| w.tables(x)).collect::<Result<Vec<_>, _>>()?;
+                blocks(&|j, row0, acc| {
+                    w.acc_tiles(&tables[j], backend, row0 / block..row0 / block + 1, acc)
+                        .map(|()| Tl2Matrix::act_scale(&tables[j]))
+                })?
+            }
+        }
+        if n > 1 {
+            for (b, part) in work.chunks_exact(block * n).enumerate() {
+                for (j, o) in part.chunks_exact(block).enumerate() {
+                    out[j * m + b * block..][..block].copy_from_slice(o);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The f32 reference: `W·scale` applied to unquantised activations, one plain sum per
+    /// output (what the ternary model computes without int8 activations).
+    pub fn forward_f32(&self, xs: &[f32], out: &mut [f32]) {
+        let t = self.unpack();
+        let (m, k) = (t.rows, t.cols);
+        for (x, o) in xs.chunks_exact(k).zip(out.chunks_exact_mut(m)) {
+            for (r, y) in o.iter_mut().enumerate() {
+                let dot: f32 = t.row(r).iter().zip(x).map(|(&w, &v)| w as f32 * v).sum();
+                *y = dot * t.scale;
+            }
+        }
+    }
+}

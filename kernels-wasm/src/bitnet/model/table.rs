@@ -1,0 +1,190 @@
+//! The embedding table (F16 or F32, `vocab × dim`), which is also the output layer when the
+//! model ties them (bitnet.cpp's dummy models have no `output.weight`).
+//!
+//! As the output layer it computes `logits = W·x` the way ggml's F16 mul_mat does in kind: the
+//! activation row is first rounded to F16 (ggml converts it to the weights' `vec_dot_type`),
+//! then each dot product is summed in f32. The summation order is fixed here (32 lanes: element
+//! i goes to lane i mod 32, a separate multiply and add, then a fixed tree over the lanes), so
+//! the AVX2 kernel and the scalar one give the same bits on every machine.
+
+use super::par::Parallel;
+use super::ModelError;
+use crate::bitnet::blob::Blob;
+use crate::bitnet::BitnetError;
+use crate::gguf::{f16_to_f32, f32_to_f16, GgmlType};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Table {
+    pub rows: usize,
+    pub cols: usize,
+    pub ty: GgmlType,
+    pub data: Blob,
+}
+
+/// Lanes of the fixed summation order.
+const LANES: usize = 32;
+
+impl Table {
+    pub fn new(name: &str, rows: usize, cols: usize, ty: GgmlType, data: Blob) -> Result<Table, ModelError> {
+        let width = match ty {
+            GgmlType::F16 => 2,
+            GgmlType::F32 => 4,
+            other => {
+                return Err(ModelError::tensor(
+                    name,
+                    alloc::format!("{other:?}: embeddings and output must be F16 or F32"),
+                ))
+            }
+        };
+        if data.len() != rows * cols * width {
+            return Err(ModelError::tensor(
+                name,
+                alloc::format!("{} bytes for {rows}×{cols} {ty:?} (truncated?)", data.len()),
+            ));
+        }
+        Ok(Table { rows, cols, ty, data })
+    }
+
+    /// Row `r` as f32.
+    pub fn row(&self, r: usize, out: &mut [f32]) {
+        match self.ty {
+            GgmlType::F16 => {
+                let bytes = &self.data[r * self.cols * 2..(r + 1) * self.cols * 2];
+                for (o, b) in out.iter_mut().zip(bytes.chunks_exact(2)) {
+                    *o = f16_to_f32(u16::from_le_bytes([b[0], b[1]]));
+                }
+            }
+            _ => {
+                let bytes = &self.data[r * self.cols * 4..(r + 1) * self.cols * 4];
+                for (o, b) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+                    *o = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                }
+            }
+        }
+    }
+
+    /// `out (n × rows) = xs (n × cols) · Wᵀ`.
+    pub fn logits(&self, xs: &[f32], simd: bool, par: &dyn Parallel, out: &mut [f32]) -> Result<(), BitnetError> {
+        let (m, k) = (self.rows, self.cols);
+        let n = xs.len() / k;
+        crate::bitnet::quant::check_len("activations (whole rows of K)", n * k, xs.len())?;
+        crate::bitnet::quant::check_len("outputs (n rows of the vocabulary)", n * m, out.len())?;
+        let mut xr = alloc::vec::Vec::from(xs);
+        if self.ty == GgmlType::F16 {
+            xr.iter_mut().for_each(|v| *v = f16_to_f32(f32_to_f16(*v)));
+        }
+        for (x, o) in xr.chunks_exact(k).zip(out.chunks_exact_mut(m)) {
+            par.split(o, 1, &|first, chunk| {
+                for (i, y) in chunk.iter_mut().enumerate() {
+                    *y = self.dot(first + i, x, simd);
+                }
+                Ok(())
+            })?;
+        }
+        Ok(())
+    }
+
+    fn dot(&self, r: usize, x: &[f32], simd: bool) -> f32 {
+        let k = self.cols;
+        let mut lanes = [0.0f32; LANES];
+        let whole = if simd { k / LANES * LANES } else { 0 };
+        match self.ty {
+            GgmlType::F16 => {
+                let w = &self.data[r * k * 2..(r + 1) * k * 2];
+                #[cfg(target_arch = "x86_64")]
+                if whole > 0 {
+                    // SAFETY: `simd` is only set where AVX2, F16C and FMA were detected (see
+                    // `simd_available`); both slices hold `whole` values.
+                    unsafe { x86::f16_lanes(&w[..whole * 2], &x[..whole], &mut lanes) };
+                }
+                #[cfg(not(target_arch = "x86_64"))]
+                let whole = 0;
+                for i in whole..k {
+                    let wi = f16_to_f32(u16::from_le_bytes([w[2 * i], w[2 * i + 1]]));
+                    lanes[i % LANES] += wi * x[i];
+                }
+            }
+            _ => {
+                let w = &self.data[r * k * 4..(r + 1) * k * 4];
+                #[cfg(target_arch = "x86_64")]
+                if whole > 0 {
+                    // SAFETY: as above.
+                    unsafe { x86::f32_lanes(&w[..whole * 4], &x[..whole], &mut lanes) };
+                }
+                #[cfg(not(target_arch = "x86_64"))]
+                let whole = 0;
+                for i in whole..k {
+                    let wi = f32::from_le_bytes([w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]]);
+                    lanes[i % LANES] += wi * x[i];
+                }
+            }
+        }
+        reduce(&lanes)
+    }
+}
+
+/// The fixed tree: the four 8-lane accumulators pairwise, then the 8 lanes as AVX2's
+/// high-plus-low halves and two horizontal steps leave them.
+fn reduce(l: &[f32; LANES]) -> f32 {
+    let mut v = [0.0f32; 8];
+    for (i, o) in v.iter_mut().enumerate() {
+        *o = (l[i] + l[8 + i]) + (l[16 + i] + l[24 + i]);
+    }
+    let h = [v[0] + v[4], v[1] + v[5], v[2] + v[6], v[3] + v[7]];
+    (h[0] + h[2]) + (h[1] + h[3])
+}
+
+/// Whether this machine runs the AVX2 kernels.
+pub fn simd_available() -> bool {
+    #[cfg(all(target_arch = "x86_64", feature = "std"))]
+    {
+        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("f16c")
+    }
+    #[cfg(not(all(target_arch = "x86_64", feature = "std")))]
+    {
+        false
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use core::arch::x86_64::*;
+
+    /// Lane i mod 32 += w[i]·x[i] (multiply, then add: no fusion) for F16 weights.
+    #[target_feature(enable = "avx2,f16c")]
+    pub unsafe fn f16_lanes(w: &[u8], x: &[f32], lanes: &mut [f32; 32]) {
+        let mut acc = [_mm256_setzero_ps(); 4];
+        for (c, lane) in acc.iter_mut().enumerate() {
+            *lane = _mm256_loadu_ps(lanes.as_ptr().add(8 * c));
+        }
+        for i in (0..x.len()).step_by(32) {
+            for (c, a) in acc.iter_mut().enumerate() {
+                let wv = _mm256_cvtph_ps(_mm_loadu_si128(w.as_ptr().add(2 * (i + 8 * c)).cast()));
+                let xv = _mm256_loadu_ps(x.as_ptr().add(i + 8 * c));
+                *a = _mm256_add_ps(*a, _mm256_mul_ps(wv, xv));
+            }
+        }
+        for (c, a) in acc.iter().enumerate() {
+            _mm256_storeu_ps(lanes.as_mut_ptr().add(8 * c), *a);
+        }
+    }
+
+    /// The same for F32 weights.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn f32_lanes(w: &[u8], x: &[f32], lanes: &mut [f32; 32]) {
+        let mut acc = [_mm256_setzero_ps(); 4];
+        for (c, lane) in acc.iter_mut().enumerate() {
+            *lane = _mm256_loadu_ps(lanes.as_ptr().add(8 * c));
+        }
+        for i in (0..x.len()).step_by(32) {
+            for (c, a) in acc.iter_mut().enumerate() {
+                let wv = _mm256_loadu_ps(w.as_ptr().add(4 * (i + 8 * c)).cast());
+                let xv = _mm256_loadu_ps(x.as_ptr().add(i + 8 * c));
+                *a = _mm256_add_ps(*a, _mm256_mul_ps(wv, xv));
+            }
+        }
+        for (c, a) in acc.iter().enumerate() {
+            _mm256_storeu_ps(lanes.as_mut_ptr().add(8 * c), *a);
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! The model against bitnet.cpp's own files and outputs (`assets/fixtures/bitnet-cpp`), every
+//! kernel against the scalar one, every format against the others, and the f32 reference.
+
+use super::forward::Exec;
+use super::par::Single;
+use super::write::{self, Kind, Values};
+use super::*;
+use crate::bitnet::backend::Backend;
+use crate::bitnet::blob::Shared;
+use crate::bitnet::quant::{quantize_activations, Rounding, TernaryMatrix};
+use crate::gguf::{GgmlType, Gguf};
+use alloc::sync::Arc;
+use alloc::vec;
+use alloc::vec::Vec;
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+const I2S: &[u8] = include_bytes!("../../../../assets/fixtures/bitnet-cpp/tiny.i2_s.gguf");
+const GREEDY: &[u8] = include_bytes!("../../../../assets/fixtures/bitnet-cpp/greedy-32.bin");
+const PPL_TEXT: &str = include_str!("../../../../assets/fixtures/bitnet-cpp/ppl.txt");
+const PROMPT: &str = "The kernel runs the model.";
+
+fn shared(bytes: Vec<u8>) -> Shared {
+    Arc::new(bytes)
+}
+
+fn fixture() -> Model {
+    load::load(shared(I2S.to_vec())).expect("the fixture loads")
+}
+
+fn scalar() -> Exec<'static> {
+    Exec { backend: Backend::Scalar, par: &Single, simd: false, reference: false }
+}
+
+fn greedy_run(m: &Model, prompt: &[u32], n: usize, ex: &Exec) -> Vec<u32> {
+    let mut cache = Cache::new(&m.config, 256);
+    let mut logits = m.forward(prompt, &mut cache, ex, Logits::Last).unwrap();
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let t = sample::greedy(&logits);
+        out.push(t);
+        logits = m.forward(&[t], &mut cache, ex, Logits::Last).unwrap();
+    }
+    out
+}
+
+#[test]
+fn the_fixture_prompt_tokenises_as_llama_cpp_did() {
+    let m = fixture();
+    let tok = m.tokenizer.as_ref().unwrap();
+    assert_eq!(tok.encode(PROMPT, true).unwrap(), [1, 313, 278, 403, 351, 414, 294, 282, 397, 431]);
+    assert_eq!(tok.decode(&tok.encode(PROMPT, false).unwrap()), b" The kernel runs the model.");
+}
+
+#[test]
+fn greedy_decoding_prints_exactly_what_bitnet_cpp_printed() {
+    let m = fixture();
+    let tok = m.tokenizer.as_ref().unwrap();
+    let prompt = tok.encode(PROMPT, true).unwrap();
+    let out = greedy_run(&m, &prompt, 32, &Exec::best(&Single));
+    // llama-cli ends its output with two newlines of its own.
+    assert_eq!(tok.decode(&out), &GREEDY[..GREEDY.len() - 2], "tokens {out:?}");
+}
+
+/// Mean negative log-likelihood as llama-perplexity computes it: chunks of `ctx` tokens, the
+/// first replaced by BOS, scoring each position from `ctx/2` on by the next token.
+fn mean_nll(m: &Model, ex: &Exec, ctx: usize) -> f64 {
+    let tok = m.tokenizer.as_ref().unwrap();
+    let tokens = tok.encode(PPL_TEXT, true).unwrap();
+    let (mut nll, mut count) = (0.0f64, 0usize);
+    for chunk in tokens.chunks_exact(ctx) {
+        let mut input = chunk.to_vec();
+        input[0] = tok.bos.unwrap();
+        let mut cache = Cache::new(&m.config, ctx);
+        let logits = m.forward(&input, &mut cache, ex, Logits::All).unwrap();
+        let v = m.config.vocab;
+        for j in ctx / 2..ctx - 1 {
+            let row = &logits[j * v..(j + 1) * v];
+            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+            let sum: f64 = row.iter().map(|&l| (l as f64 - max).exp()).sum();
+            nll += -(row[input[j + 1] as usize] as f64 - max - sum.ln());
+            count += 1;
+        }
+    }
+    nll / count as f64
+}
+
+#[test]
+fn perplexity_matches_llama_perplexity_within_half_a_percent() {
+    let m = fixture();
+    let nll = mean_nll(&m, &Exec::best(&Single), 128);
+    // llama-perplexity: PPL 19204246527745040384 → ln = 44.40 nats per token.
+    let want = libm::log(19_204_246_527_745_040_384.0);
+    assert!((nll - want).abs() / want < 0.005, "mean NLL {nll} vs {want}");
+}
+
+#[test]
+fn every_backend_gives_the_scalar_kernels_bits_for_the_whole_model() {
+    let m = fixture();
+    let prompt = [1, 313, 278, 403, 351];
+    let mut c1 = Cache::new(&m.config, 16);
+    let mut c2 = Cache::new(&m.config, 16);
+    let a = m.forward(&prompt, &mut c1, &scalar(), Logits::All).unwrap();
+    let b = m.forward(&prompt, &mut c2, &Exec::best(&Single), Logits::All).unwrap();
+    assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()));
+}
+
+/// The fixture's ternary weights repacked in `quant`.
+fn repacked(m: &Model, quant: Quant) -> Model {
+    let mut r = m.clone();
+    for b in &mut r.blocks {
+        for l in [
+            &mut b.attn.q,
+            &mut b.attn.k,
+            &mut b.attn.v,
+            &mut b.attn.o,
+            &mut b.ffn.gate,
+            &mut b.ffn.up,
+            &mut b.ffn.down,
+        ] {
+            *l = Linear::pack(&l.unpack(), quant).unwrap();
+        }
+    }
+    r
+}
+
+#[test]
+fn i2_s_tl1_and_tl2_run_the_same_model_to_the_same_bits() {
+    let m = fixture();
+    let prompt = [1, 313, 278, 403, 351, 414, 294];
+    let run = |m: &Model| {
+        let mut c = Cache::new(&m.config, 16);
+        m.forward(&prompt, &mut c, &Exec::best(&Single), Logits::All).unwrap()
+    };
+    let want = run(&m);
+    for q in [Quant::Tl1, Quant::Tl2] {
+        let got = run(&repacked(&m, q));
+        assert!(want.iter().zip(&got).all(|(x, y)| x.to_bits() == y.to_bits()), "{q:?}");
+    }
+}
+
+#[test]
+fn the_model_follows_its_f32_reference_within_the_stated_bound() {
+    let m = load::load(shared(dummy_file(&tiny_config(), Quant::I2s, GgmlType::F16))).unwrap();
+    let tokens = m.tokenizer.as_ref().unwrap().encode(PPL_TEXT, true).unwrap();
+    let prompt = &tokens[..96];
+    let reference = Exec { reference: true, ..scalar() };
+    let (mut c1, mut c2) = (Cache::new(&m.config, 96), Cache::new(&m.config, 96));
+    let a = m.forward(prompt, &mut c1, &Exec::best(&Single), Logits::All).unwrap();
+    let b = m.forward(prompt, &mut c2, &reference, Logits::All).unwrap();
+    let v = m.config.vocab;
+    // The kernel path quantises every linear layer's input to int8 (a relative error of up to
+    // 1/254 per value) and rounds K, V, q and the attention weights to F16; a random-weight model
+    // amplifies such differences wherever two attention scores or FFN paths nearly tie, so the
+    // bound is over the 96 positions of a text: per position, the RMS logit difference relative
+    // to the spread of the logits; its median below 5 %; the top token the same at 80 % of the
+    // positions, and the reference's top token among the kernel's top 5 at 95 %. (Measured:
+    // median 2.8 %, 83/96 and 94/96; the fixture's own, sharper model gives 27 %, 61/96, 86/96.)
+    let (mut ratios, mut top1, mut top5) = (Vec::new(), 0, 0);
+    for (x, y) in a.chunks_exact(v).zip(b.chunks_exact(v)) {
+        let rms_diff = (x.iter().zip(y).map(|(p, q)| ((p - q) as f64).powi(2)).sum::<f64>() / v as f64).sqrt();
+        let mean = y.iter().map(|&q| q as f64).sum::<f64>() / v as f64;
+        let spread = (y.iter().map(|&q| (q as f64 - mean).powi(2)).sum::<f64>() / v as f64).sqrt();
+        ratios.push(rms_diff / spread);
+        let want = sample::greedy(y);
+        top1 += (sample::greedy(x) == want) as usize;
+        top5 += (x.iter().filter(|&&l| l > x[want as usize]).count() < 5) as usize;
+    }
+    ratios.sort_by(f64::total_cmp);
+    let n = ratios.len();
+    let median = ratios[n / 2];
+    assert!(median < 0.05, "median {median}");
+    assert!(top1 * 100 >= 80 * n && top5 * 100 >= 95 * n, "top-1 {top1}/{n}, top-5 {top5}/{n}");
+}
+
+#[test]
+fn each_linear_layer_equals_the_plain_integer_dot_products_in_every_format() {
+    let m = fixture();
+    let mut rng = crate::bitnet::random::Rng::new(7);
+    for b in &m.blocks[..1] {
+        for l in [&b.attn.q, &b.attn.k, &b.ffn.up, &b.ffn.down] {
+            let t = l.unpack();
+            for q in Quant::ALL {
+                let packed = Linear::pack(&t, q).unwrap();
+                for n in [1, 3] {
+                    let xs = rng.f32s(n * t.cols, 3.0);
+                    // Independent reference: per row, int8 activations and Σ w·q in i64.
+                    let mut want = vec![0.0f32; n * t.rows];
+                    for (x, o) in xs.chunks_exact(t.cols).zip(want.chunks_exact_mut(t.rows)) {
+                        let a = quantize_activations(x, Rounding::HalfEven).unwrap();
+                        for (r, y) in o.iter_mut().enumerate() {
+                            let acc: i64 = t.row(r).iter().zip(&a.q).map(|(&w, &v)| w as i64 * v as i64).sum();
+                            *y = crate::bitnet::dequantize(acc as i32, a.scale, t.scale);
+                        }
+                    }
+                    for backend in Backend::available() {
+                        let mut got = vec![0.0f32; n * t.rows];
+                        packed.forward(&xs, backend, &Single, &mut got).unwrap();
+                        assert_eq!(got, want, "{q:?} on {backend:?}, {n} rows");
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn tiny_config() -> Config {
+    Config {
+        vocab: 300,
+        dim: 256,
+        ffn: 384,
+        layers: 2,
+        heads: 4,
+        kv_heads: 2,
+        rope_base: 10000.0,
+        eps: 1e-5,
+        context: 64,
+    }
+}
+
+fn dummy_file(c: &Config, quant: Quant, embed: GgmlType) -> Vec<u8> {
+    let meta = dummy::metadata(c, "test", quant);
+    let tensors = write::tensors(c, quant, embed, false);
+    write::to_bytes(&meta, &tensors, |name, kind| Ok(dummy::values(5, name, kind))).unwrap()
+}
+
+#[test]
+fn written_models_load_back_with_the_same_weights_in_every_format() {
+    let c = tiny_config();
+    for quant in Quant::ALL {
+        let bytes = dummy_file(&c, quant, GgmlType::F16);
+        let m = load::load(shared(bytes)).unwrap();
+        assert_eq!(m.config, c);
+        for (i, b) in m.blocks.iter().enumerate() {
+            let name = load::block_tensor(i, "ffn_down");
+            let Values::Ternary(want) = dummy::values(5, &name, &Kind::Linear { m: c.dim, k: c.ffn, quant }) else {
+                panic!()
+            };
+            assert_eq!(b.ffn.down.unpack(), want, "{quant:?}");
+            assert_eq!(b.ffn.down.quant(), quant);
+            assert!(b.ffn.down.packed().is_shared(), "weights are read in place, not copied");
+        }
+        // GQA (2 KV heads for 4) and a short prompt run.
+        let tok = m.tokenizer.as_ref().unwrap();
+        let ids = tok.encode("hello world", true).unwrap();
+        assert_eq!(tok.decode(&ids), b" hello world");
+        let mut cache = Cache::new(&m.config, 32);
+        let l = m.forward(&ids, &mut cache, &Exec::best(&Single), Logits::Last).unwrap();
+        assert!(l.iter().all(|v| v.is_finite()) && l.len() == c.vocab);
+    }
+}
+
+#[test]
+fn converting_bitnet_cpps_f32_model_gives_its_i2_s_codes_and_scales() {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let f32_bytes = include_bytes!("../../../../assets/fixtures/bitnet-cpp/tiny.f32.gguf");
+        let src = Gguf::parse(f32_bytes).unwrap();
+        let want = Gguf::parse(I2S).unwrap();
+        let mut checked = 0;
+        for t in src.tensors.iter().filter(|t| t.dims.len() == 2 && t.name != "token_embd.weight") {
+            let w = src.dequantize(f32_bytes, t).unwrap();
+            let (k, m) = (t.dims[0] as usize, t.dims[1] as usize);
+            let tern = convert::ternary(m, k, &w).unwrap();
+            let (bytes, _) = write::encode_linear(&tern, Quant::I2s).unwrap();
+            let o = want.tensor(&t.name).unwrap();
+            // Codes and the scale (the trailer's first f32); the rest of bitnet.cpp's trailer is
+            // uninitialised memory.
+            assert_eq!(&bytes[..m * k / 4 + 4], &I2S[o.offset..o.offset + m * k / 4 + 4], "{}", t.name);
+            checked += 1;
+        }
+        assert_eq!(checked, 14);
+    }
+}
+
+#[test]
+fn bad_files_are_refused_naming_what_is_wrong() {
+    let c = tiny_config();
+    let good = dummy_file(&c, Quant::I2s, GgmlType::F32);
+    // Another architecture.
+    let mut meta = dummy::metadata(&c, "x", Quant::I2s);
+    meta[0].1 = crate::gguf::Value::String("llama".into());
+    let tensors = write::tensors(&c, Quant::I2s, GgmlType::F32, false);
+    let other = write::to_bytes(&meta, &tensors, |n, k| Ok(dummy::values(5, n, k))).unwrap();
+    let e = load::load(shared(other)).unwrap_err().to_string();
+    assert!(e.contains("general.architecture") && e.contains("llama"), "{e}");
+    // Truncated: every cut is an error, never a panic.
+    for cut in [100, good.len() / 2, good.len() - 40] {
+        assert!(load::load(shared(good[..cut].to_vec())).is_err());
+    }
+    // A TL2 matrix whose K leaves a remainder the kernels cannot take (K = 200).
+    let bad = Config { dim: 200, heads: 4, kv_heads: 4, ..c.clone() };
+    let tensors = write::tensors(&bad, Quant::I2s, GgmlType::F32, false);
+    let e = write::to_bytes(&dummy::metadata(&bad, "x", Quant::I2s), &tensors, |n, k| Ok(dummy::values(5, n, k)));
+    assert!(e.unwrap_err().to_string().contains("multiple of 128"));
+    let e = Linear::pack(&TernaryMatrix::new(256, 200, vec![0; 256 * 200], 1.0).unwrap(), Quant::Tl2).unwrap_err();
+    assert!(e.to_string().contains("TL2"), "{e}");
+    // A token id beyond the vocabulary, and a prompt beyond the context.
+    let m = load::load(shared(good)).unwrap();
+    let mut cache = Cache::new(&m.config, 4);
+    let e = m.forward(&[999], &mut cache, &scalar(), Logits::Last).unwrap_err();
+    assert_eq!(e, ModelError::Token { id: 999, vocab: 300 });
+    let e = m.forward(&[1; 5], &mut cache, &scalar(), Logits::Last).unwrap_err();
+    assert_eq!(e, ModelError::Context { pos: 5, context: 4 });
+}

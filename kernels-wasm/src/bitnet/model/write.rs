@@ -1,0 +1,148 @@
+//! Writing BitNet GGUF files as bitnet.cpp lays them out, one tensor at a time (a 7B model is
+//! gigabytes: the caller streams each tensor's bytes to disk as it makes them).
+//!
+//! [`plan`] lists the tensors with their sizes and gives the header; the caller then writes,
+//! for each entry in order, its bytes ([`encode_table`], [`encode_norm`], [`encode_linear`]) and
+//! [`crate::gguf::write::padding`] zero bytes.
+
+use super::config::Config;
+use super::linear::{Linear, Quant};
+use super::load::block_tensor;
+use crate::bitnet::quant::TernaryMatrix;
+use crate::bitnet::BitnetError;
+use crate::gguf::{f32_to_f16, write, GgmlType, Value};
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// What a tensor of the model is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Kind {
+    /// Embedding (or output) table, `rows × cols`, F16 or F32.
+    Table { rows: usize, cols: usize, ty: GgmlType },
+    /// RMSNorm weights, F32.
+    Norm(usize),
+    /// A ternary linear layer, `m × k`.
+    Linear { m: usize, k: usize, quant: Quant },
+    /// The F32 scale of the TL1/TL2 matrix before it.
+    Scale,
+}
+
+impl Kind {
+    fn dims(&self) -> Vec<u64> {
+        match *self {
+            Kind::Table { rows, cols, .. } => vec![cols as u64, rows as u64],
+            Kind::Norm(n) => vec![n as u64],
+            Kind::Linear { m, k, .. } => vec![k as u64, m as u64],
+            Kind::Scale => vec![1],
+        }
+    }
+
+    fn ty(&self) -> GgmlType {
+        match self {
+            Kind::Table { ty, .. } => *ty,
+            Kind::Norm(_) | Kind::Scale => GgmlType::F32,
+            Kind::Linear { quant, .. } => quant.ggml(),
+        }
+    }
+}
+
+/// The tensors of a model of shape `c`, in the order bitnet.cpp's converter writes them.
+pub fn tensors(c: &Config, quant: Quant, embed: GgmlType, output: bool) -> Vec<(String, Kind)> {
+    let mut out = vec![("token_embd.weight".into(), Kind::Table { rows: c.vocab, cols: c.dim, ty: embed })];
+    let lin = |m, k| Kind::Linear { m, k, quant };
+    for i in 0..c.layers {
+        for (what, kind) in [
+            ("attn_norm", Kind::Norm(c.dim)),
+            ("ffn_down", lin(c.dim, c.ffn)),
+            ("ffn_sub_norm", Kind::Norm(c.ffn)),
+            ("ffn_gate", lin(c.ffn, c.dim)),
+            ("ffn_up", lin(c.ffn, c.dim)),
+            ("ffn_norm", Kind::Norm(c.dim)),
+            ("attn_sub_norm", Kind::Norm(c.dim)),
+            ("attn_k", lin(c.kv_dim(), c.dim)),
+            ("attn_output", lin(c.dim, c.dim)),
+            ("attn_q", lin(c.dim, c.dim)),
+            ("attn_v", lin(c.kv_dim(), c.dim)),
+        ] {
+            let name = block_tensor(i, what);
+            let scaled = matches!(kind, Kind::Linear { .. }) && quant != Quant::I2s;
+            out.push((name.clone(), kind));
+            if scaled {
+                out.push((alloc::format!("{name}_scale"), Kind::Scale));
+            }
+        }
+    }
+    out.push(("output_norm.weight".into(), Kind::Norm(c.dim)));
+    if output {
+        out.push(("output.weight".into(), Kind::Table { rows: c.vocab, cols: c.dim, ty: embed }));
+    }
+    out
+}
+
+/// Bytes of one tensor of `kind` in the file.
+pub fn tensor_bytes(kind: &Kind) -> usize {
+    kind.ty().tensor_bytes(&kind.dims()).unwrap_or(0) as usize
+}
+
+/// The file's header for these metadata and tensors.
+pub fn plan(metadata: &[(String, Value)], tensors: &[(String, Kind)]) -> Vec<u8> {
+    let descr: Vec<_> = tensors.iter().map(|(n, k)| (n.clone(), k.dims(), k.ty(), tensor_bytes(k))).collect();
+    write::header(metadata, &descr)
+}
+
+pub fn encode_table(values: &[f32], ty: GgmlType) -> Vec<u8> {
+    match ty {
+        GgmlType::F16 => values.iter().flat_map(|&v| f32_to_f16(v).to_le_bytes()).collect(),
+        _ => encode_norm(values),
+    }
+}
+
+pub fn encode_norm(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// A ternary matrix in `quant`'s file layout: the packed bytes padded to the size ggml gives the
+/// type (I2_S with its scale as the trailer's first f32), and the scale for the `_scale` tensor.
+pub fn encode_linear(t: &TernaryMatrix, quant: Quant) -> Result<(Vec<u8>, f32), BitnetError> {
+    let packed = Linear::pack(t, quant)?;
+    let mut bytes = packed.packed().to_vec();
+    if quant == Quant::I2s {
+        bytes.extend_from_slice(&t.scale.to_le_bytes());
+    }
+    bytes.resize(tensor_bytes(&Kind::Linear { m: t.rows, k: t.cols, quant }), 0);
+    Ok((bytes, t.scale))
+}
+
+/// A whole model file in memory (for small models and tests), with `make(name, kind)` giving each
+/// tensor's values (ternary weights for `Linear`, f32 otherwise).
+pub fn to_bytes(
+    metadata: &[(String, Value)],
+    tensors: &[(String, Kind)],
+    mut make: impl FnMut(&str, &Kind) -> Result<Values, BitnetError>,
+) -> Result<Vec<u8>, BitnetError> {
+    let mut out = plan(metadata, tensors);
+    let mut last_scale = 0.0f32;
+    for (name, kind) in tensors {
+        let bytes = match (kind, make(name, kind)?) {
+            (Kind::Scale, _) => last_scale.to_le_bytes().to_vec(),
+            (Kind::Linear { quant, .. }, Values::Ternary(t)) => {
+                let (bytes, scale) = encode_linear(&t, *quant)?;
+                last_scale = scale;
+                bytes
+            }
+            (Kind::Table { ty, .. }, Values::F32(v)) => encode_table(&v, *ty),
+            (_, Values::F32(v)) => encode_norm(&v),
+            (_, Values::Ternary(_)) => encode_norm(&[]),
+        };
+        out.extend_from_slice(&bytes);
+        out.resize(out.len() + write::padding(bytes.len()), 0);
+    }
+    Ok(out)
+}
+
+/// A tensor's values before encoding.
+pub enum Values {
+    F32(Vec<f32>),
+    Ternary(TernaryMatrix),
+}
