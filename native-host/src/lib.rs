@@ -4,14 +4,14 @@
 //! - [`bridge`]: the websocket server (`native-host serve`).
 //! - [`probe`]: what this machine can do (eBPF, clang-19), reported in the hello.
 //! - [`files`]: the only way the bridge opens files: inside the models directory or `assets/`.
-//! - [`kernel_bench`]: `native-host bitnet kernel-bench`.
+//! - [`bitnet`]: `native-host bitnet …`: kernel bench, dummy models, convert, run, bench.
 //! - [`qwengpu`]: `native-host qwengpu compile`: CUDA → PTX → qwenGPU machine blocks.
 //! - [`token`]: the session token the page must present.
 
+pub mod bitnet;
 pub mod bridge;
 pub mod ebpf;
 pub mod files;
-pub mod kernel_bench;
 pub mod probe;
 pub mod qwengpu;
 pub mod token;

@@ -21,7 +21,7 @@ enum Command {
     Serve(ServeArgs),
     /// Print what this machine can do (in-kernel eBPF, clang-19) and exit.
     Probe,
-    /// BitNet b1.58 kernels.
+    /// BitNet b1.58: kernels and whole models (dummy, convert, run, bench).
     #[command(subcommand)]
     Bitnet(BitnetCommand),
     /// qwen3-ebpf: Qwen3 operators as verified BPF programs in this machine's kernel.
@@ -56,7 +56,15 @@ enum EbpfCommand {
 #[derive(Subcommand)]
 enum BitnetCommand {
     /// Time the GEMV kernels per format, backend and shape against scalar and f32.
-    KernelBench(native_host::kernel_bench::Args),
+    KernelBench(native_host::bitnet::kernel_bench::Args),
+    /// Write a dummy model (bitnet.cpp's layouts, random weights from a seed) as GGUF.
+    Dummy(native_host::bitnet::dummy::Args),
+    /// Convert an f32/f16 (or already ternary) BitNet GGUF to I2_S, TL1 or TL2.
+    Convert(native_host::bitnet::convert::Args),
+    /// Generate text from a prompt, streamed (like run_inference.py); --cnv chats on stdin.
+    Run(native_host::bitnet::run::Args),
+    /// Prompt processing and generation speed, as llama-bench prints it (like e2e_benchmark.py).
+    Bench(native_host::bitnet::bench::Args),
 }
 
 #[derive(clap::Args)]
@@ -79,7 +87,11 @@ struct ServeArgs {
 async fn main() -> Result<()> {
     match Cli::parse().command {
         Command::Serve(args) => serve(args).await,
-        Command::Bitnet(BitnetCommand::KernelBench(args)) => native_host::kernel_bench::run(args),
+        Command::Bitnet(BitnetCommand::KernelBench(args)) => native_host::bitnet::kernel_bench::run(args),
+        Command::Bitnet(BitnetCommand::Dummy(args)) => native_host::bitnet::dummy::run(args),
+        Command::Bitnet(BitnetCommand::Convert(args)) => native_host::bitnet::convert::run(args),
+        Command::Bitnet(BitnetCommand::Run(args)) => native_host::bitnet::run::run(args),
+        Command::Bitnet(BitnetCommand::Bench(args)) => native_host::bitnet::bench::run(args),
         Command::Ebpf(EbpfCommand::OpBench(args)) => native_host::ebpf::op_bench::run(args),
         Command::Ebpf(EbpfCommand::Bench(args)) => native_host::ebpf::op_bench::run_model(args),
         Command::Ebpf(EbpfCommand::Run(args)) => native_host::ebpf::cli::run(args),

@@ -37,8 +37,22 @@ pub const DUMMY_LAYOUTS: [(&str, usize, usize, usize, usize); 8] = [
 pub const DUMMY_VOCAB: usize = 32002;
 
 impl Config {
-    /// One of [`DUMMY_LAYOUTS`] by name (case-insensitive).
+    /// One of [`DUMMY_LAYOUTS`] by name (case-insensitive), or `tiny` (not bitnet.cpp's: 2
+    /// layers of 256 with 2 KV heads for 4 and a 1,000-token vocabulary, for tests).
     pub fn dummy(size: &str) -> Option<Config> {
+        if size.eq_ignore_ascii_case("tiny") {
+            return Some(Config {
+                vocab: 1000,
+                dim: 256,
+                ffn: 512,
+                layers: 2,
+                heads: 4,
+                kv_heads: 2,
+                rope_base: 10000.0,
+                eps: 1e-5,
+                context: 2048,
+            });
+        }
         DUMMY_LAYOUTS.iter().find(|l| l.0.eq_ignore_ascii_case(size)).map(|&(_, dim, ffn, layers, heads)| Config {
             vocab: DUMMY_VOCAB,
             dim,

@@ -87,7 +87,13 @@ impl Table {
     fn dot(&self, r: usize, x: &[f32], simd: bool) -> f32 {
         let k = self.cols;
         let mut lanes = [0.0f32; LANES];
+        #[cfg(target_arch = "x86_64")]
         let whole = if simd { k / LANES * LANES } else { 0 };
+        #[cfg(not(target_arch = "x86_64"))]
+        let whole = {
+            let _ = simd;
+            0
+        };
         match self.ty {
             GgmlType::F16 => {
                 let w = &self.data[r * k * 2..(r + 1) * k * 2];
@@ -97,8 +103,6 @@ impl Table {
                     // `simd_available`); both slices hold `whole` values.
                     unsafe { x86::f16_lanes(&w[..whole * 2], &x[..whole], &mut lanes) };
                 }
-                #[cfg(not(target_arch = "x86_64"))]
-                let whole = 0;
                 for i in whole..k {
                     let wi = f16_to_f32(u16::from_le_bytes([w[2 * i], w[2 * i + 1]]));
                     lanes[i % LANES] += wi * x[i];
@@ -111,8 +115,6 @@ impl Table {
                     // SAFETY: as above.
                     unsafe { x86::f32_lanes(&w[..whole * 4], &x[..whole], &mut lanes) };
                 }
-                #[cfg(not(target_arch = "x86_64"))]
-                let whole = 0;
                 for i in whole..k {
                     let wi = f32::from_le_bytes([w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]]);
                     lanes[i % LANES] += wi * x[i];

@@ -8,7 +8,7 @@ use super::*;
 use crate::bitnet::backend::Backend;
 use crate::bitnet::blob::Shared;
 use crate::bitnet::quant::{quantize_activations, Rounding, TernaryMatrix};
-use crate::gguf::{GgmlType, Gguf};
+use crate::gguf::GgmlType;
 use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -255,8 +255,8 @@ fn converting_bitnet_cpps_f32_model_gives_its_i2_s_codes_and_scales() {
     #[cfg(not(target_arch = "wasm32"))]
     {
         let f32_bytes = include_bytes!("../../../../assets/fixtures/bitnet-cpp/tiny.f32.gguf");
-        let src = Gguf::parse(f32_bytes).unwrap();
-        let want = Gguf::parse(I2S).unwrap();
+        let src = crate::gguf::Gguf::parse(f32_bytes).unwrap();
+        let want = crate::gguf::Gguf::parse(I2S).unwrap();
         let mut checked = 0;
         for t in src.tensors.iter().filter(|t| t.dims.len() == 2 && t.name != "token_embd.weight") {
             let w = src.dequantize(f32_bytes, t).unwrap();

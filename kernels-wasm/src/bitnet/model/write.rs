@@ -1,9 +1,8 @@
 //! Writing BitNet GGUF files as bitnet.cpp lays them out, one tensor at a time (a 7B model is
 //! gigabytes: the caller streams each tensor's bytes to disk as it makes them).
 //!
-//! [`plan`] lists the tensors with their sizes and gives the header; the caller then writes,
-//! for each entry in order, its bytes ([`encode_table`], [`encode_norm`], [`encode_linear`]) and
-//! [`crate::gguf::write::padding`] zero bytes.
+//! [`tensors`] lists a model's tensors, [`plan`] gives the header for them, and [`stream`]
+//! encodes each tensor when its turn comes.
 
 use super::config::Config;
 use super::linear::{Linear, Quant};
@@ -114,14 +113,16 @@ pub fn encode_linear(t: &TernaryMatrix, quant: Quant) -> Result<(Vec<u8>, f32), 
     Ok((bytes, t.scale))
 }
 
-/// A whole model file in memory (for small models and tests), with `make(name, kind)` giving each
-/// tensor's values (ternary weights for `Linear`, f32 otherwise).
-pub fn to_bytes(
+/// Writes a model file through `emit` (the header first, then each tensor's bytes and its
+/// padding), asking `make(name, kind)` for each tensor's values (ternary weights for `Linear`,
+/// f32 otherwise) only when it is its turn.
+pub fn stream<E: From<BitnetError>>(
     metadata: &[(String, Value)],
     tensors: &[(String, Kind)],
-    mut make: impl FnMut(&str, &Kind) -> Result<Values, BitnetError>,
-) -> Result<Vec<u8>, BitnetError> {
-    let mut out = plan(metadata, tensors);
+    mut make: impl FnMut(&str, &Kind) -> Result<Values, E>,
+    mut emit: impl FnMut(&str, &[u8]) -> Result<(), E>,
+) -> Result<(), E> {
+    emit("header", &plan(metadata, tensors))?;
     let mut last_scale = 0.0f32;
     for (name, kind) in tensors {
         let bytes = match (kind, make(name, kind)?) {
@@ -133,11 +134,31 @@ pub fn to_bytes(
             }
             (Kind::Table { ty, .. }, Values::F32(v)) => encode_table(&v, *ty),
             (_, Values::F32(v)) => encode_norm(&v),
-            (_, Values::Ternary(_)) => encode_norm(&[]),
+            (_, Values::Ternary(t)) => encode_norm(&alloc::vec![0.0; t.w.len()]),
         };
-        out.extend_from_slice(&bytes);
-        out.resize(out.len() + write::padding(bytes.len()), 0);
+        if bytes.len() != tensor_bytes(kind) {
+            // Wrong-sized values: refuse rather than write a file that does not parse.
+            return Err(
+                BitnetError::Length { what: "tensor bytes", expected: tensor_bytes(kind), got: bytes.len() }.into()
+            );
+        }
+        emit(name, &bytes)?;
+        emit(name, &alloc::vec![0u8; write::padding(bytes.len())])?;
     }
+    Ok(())
+}
+
+/// A whole model file in memory (small models and tests).
+pub fn to_bytes(
+    metadata: &[(String, Value)],
+    tensors: &[(String, Kind)],
+    make: impl FnMut(&str, &Kind) -> Result<Values, BitnetError>,
+) -> Result<Vec<u8>, BitnetError> {
+    let mut out = Vec::new();
+    stream(metadata, tensors, make, |_, bytes| {
+        out.extend_from_slice(bytes);
+        Ok(())
+    })?;
     Ok(out)
 }
 

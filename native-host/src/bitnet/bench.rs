@@ -1,0 +1,109 @@
+//! `native-host bitnet bench`: prompt processing (ppN) and generation (tgN) in tokens per
+//! second, mean ± standard deviation over repetitions, printed as llama-bench prints them
+//! (bitnet.cpp's `e2e_benchmark.py` runs llama-bench with these defaults).
+//!
+//! As llama-bench: the prompt is random tokens after BOS, processed from an empty cache; the
+//! generation test decodes random tokens one at a time from an empty cache; a warm-up run of
+//! each comes first and is not counted.
+
+use super::open;
+use super::run::Session;
+use anyhow::{bail, Result};
+use kernels_wasm::bitnet::model::forward::Exec;
+use kernels_wasm::bitnet::model::Logits;
+use kernels_wasm::bitnet::random::Rng;
+use std::path::PathBuf;
+use std::time::Instant;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[arg(short = 'm', long)]
+    pub model: PathBuf,
+    /// Tokens generated in the tg test (0 skips it).
+    #[arg(short = 'n', long, default_value_t = 128)]
+    pub n_gen: usize,
+    /// Prompt tokens in the pp test (0 skips it).
+    #[arg(short = 'p', long, default_value_t = 512)]
+    pub n_prompt: usize,
+    /// Threads.
+    #[arg(short = 't', long, default_value_t = 2)]
+    pub threads: usize,
+    /// Repetitions.
+    #[arg(short = 'r', long, default_value_t = 5)]
+    pub reps: usize,
+    /// Prompt tokens per forward call (bitnet.cpp's e2e_benchmark.py passes -b 1).
+    #[arg(short = 'b', long, default_value_t = 512)]
+    pub batch: usize,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    if args.reps == 0 || args.reps > 1000 {
+        bail!("-r {}: give 1 to 1000 repetitions", args.reps);
+    }
+    if args.batch == 0 {
+        bail!("-b 0: give at least one token per batch");
+    }
+    let ctx = (args.n_prompt.max(args.n_gen) + 1).max(1);
+    let model = open(&args.model)?;
+    let c = model.config.clone();
+    let quant = model.blocks.first().map(|b| b.attn.q.quant().name().to_uppercase()).unwrap_or_default();
+    let bytes = std::fs::metadata(&args.model)?.len();
+    let params = c.ternary_weights() + (c.vocab * c.dim) as u64;
+    let mut s = Session::new(model, args.threads, ctx)?;
+    let mut rng = Rng::new(1);
+    let mut tokens = |n: usize| -> Vec<u32> { (0..n).map(|_| (rng.next_u64() % c.vocab as u64) as u32).collect() };
+    let mut results = Vec::new();
+    if args.n_prompt > 0 {
+        let prompt = tokens(args.n_prompt);
+        let mut rates = Vec::new();
+        for rep in 0..=args.reps {
+            s.cache.clear();
+            let t = Instant::now();
+            let ex = Exec::best(&s.pool);
+            for chunk in prompt.chunks(args.batch) {
+                s.model.forward(chunk, &mut s.cache, &ex, Logits::Last)?;
+            }
+            if rep > 0 {
+                rates.push(args.n_prompt as f64 / t.elapsed().as_secs_f64());
+            }
+        }
+        results.push((format!("pp{}", args.n_prompt), rates));
+    }
+    if args.n_gen > 0 {
+        let gen = tokens(args.n_gen);
+        let mut rates = Vec::new();
+        for rep in 0..=args.reps {
+            s.cache.clear();
+            let t = Instant::now();
+            for &token in &gen {
+                s.step(token)?;
+            }
+            if rep > 0 {
+                rates.push(args.n_gen as f64 / t.elapsed().as_secs_f64());
+            }
+        }
+        results.push((format!("tg{}", args.n_gen), rates));
+    }
+    let model_name = format!("bitnet {:.0}M {quant}", params as f64 / 1e6);
+    println!("| model                  |       size |     params | backend | threads | test  |              t/s |");
+    println!("| ---------------------- | ---------: | ---------: | ------- | ------: | ----- | ---------------: |");
+    for (test, rates) in &results {
+        let mean = rates.iter().sum::<f64>() / rates.len() as f64;
+        let var = rates.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / (rates.len().max(2) - 1) as f64;
+        println!(
+            "| {model_name:<22} | {:>6.2} MiB | {:>8.2} M | {:<7} | {:>7} | {test:<5} | {:>8.2} ± {:>5.2} |",
+            bytes as f64 / (1 << 20) as f64,
+            params as f64 / 1e6,
+            kernels_wasm::bitnet::backend::Backend::best().name(),
+            args.threads,
+            mean,
+            var.sqrt()
+        );
+    }
+    println!(
+        "peak RSS {:.1} MB (the {:.1} MB file is memory-mapped; pages of it count once read)",
+        super::peak_rss().unwrap_or(0) as f64 / 1e6,
+        bytes as f64 / 1e6
+    );
+    Ok(())
+}

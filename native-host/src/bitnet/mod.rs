@@ -1,0 +1,87 @@
+//! `native-host bitnet …`: bitnet.cpp's flow on our kernels.
+//!
+//! - [`kernel_bench`]: GEMV/GEMM kernels per format and backend.
+//! - [`dummy`]: `bitnet dummy`, the dummy layouts written as GGUF (generate-dummy-bitnet-model.py).
+//! - [`convert`]: `bitnet convert`, an f32/f16 BitNet GGUF to I2_S, TL1 or TL2.
+//! - [`run`]: `bitnet run`, streamed generation and `--cnv` chat (run_inference.py).
+//! - [`bench`]: `bitnet bench`, pp/tg tokens per second as llama-bench prints them (e2e_benchmark.py).
+
+pub mod bench;
+pub mod convert;
+pub mod dummy;
+pub mod kernel_bench;
+pub mod run;
+
+use anyhow::{Context, Result};
+use kernels_wasm::bitnet::blob::Shared;
+use kernels_wasm::bitnet::model::{load, Model};
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Opens a model by memory-mapping its file: the weights are read in place.
+pub fn open(path: &Path) -> Result<Model> {
+    let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    // SAFETY: the map is read-only; a file truncated underneath us is the one way to fault, as
+    // with any reader of a file others can write.
+    let map = unsafe { memmap2::Mmap::map(&file) }.with_context(|| format!("mapping {}", path.display()))?;
+    let shared: Shared = Arc::new(map);
+    load::load(shared).with_context(|| format!("{} is not a BitNet model this runtime reads", path.display()))
+}
+
+/// Peak resident memory of this process (`VmHWM`), in bytes.
+pub fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kb| kb * 1024)
+}
+
+/// A progress bar on stderr: `[#####     ]  45 % what`.
+pub struct Progress {
+    total: u64,
+    done: u64,
+    shown: Option<u64>,
+}
+
+impl Progress {
+    pub fn new(total: u64) -> Progress {
+        Progress { total: total.max(1), done: 0, shown: None }
+    }
+
+    pub fn add(&mut self, n: u64, what: &str) {
+        if n == 0 {
+            return;
+        }
+        self.done += n;
+        let pct = self.done * 100 / self.total;
+        if self.shown != Some(pct) || self.done == self.total {
+            self.shown = Some(pct);
+            let bar = (pct / 4) as usize;
+            let mut err = std::io::stderr();
+            let _ = write!(err, "\r[{}{}] {pct:3} % {what:<40}", "#".repeat(bar), " ".repeat(25 - bar));
+            if self.done >= self.total {
+                let _ = writeln!(err);
+            }
+            let _ = err.flush();
+        }
+    }
+}
+
+/// Writes `path` through a temporary file renamed into place at the end, so a failed or
+/// interrupted write never leaves a file that looks complete.
+pub fn write_atomically(
+    path: &Path,
+    f: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> Result<()>,
+) -> Result<()> {
+    let tmp = path.with_extension("partial");
+    let file = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
+    let result = f(&mut w).and_then(|()| w.flush().context("writing"));
+    match result {
+        Ok(()) => std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display())),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
