@@ -26,7 +26,6 @@ use super::table::{self, Table};
 use super::tokenizer::Tokenizer;
 use super::ModelError;
 use crate::bitnet::backend::Backend;
-use crate::gguf::{f16_to_f32, f32_to_f16};
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -47,11 +46,9 @@ impl<'a> Exec<'a> {
     }
 
     /// Rounds to F16 and back, unless this is the reference.
-    fn half(&self, v: f32) -> f32 {
-        if self.reference {
-            v
-        } else {
-            f16_to_f32(f32_to_f16(v))
+    fn round_half(&self, v: &mut [f32]) {
+        if !self.reference {
+            table::round_to_f16(v);
         }
     }
 
@@ -171,26 +168,27 @@ impl Attention {
         for i in 0..n {
             self.rope.forward(&mut q[i * dim..(i + 1) * dim], start + i);
             self.rope.forward(&mut k[i * kv_dim..(i + 1) * kv_dim], start + i);
-            for j in 0..kv_dim {
-                k_cache[(start + i) * kv_dim + j] = ex.half(k[i * kv_dim + j]);
-                v_cache[(start + i) * kv_dim + j] = ex.half(v[i * kv_dim + j]);
-            }
         }
+        let at = start * kv_dim..(start + n) * kv_dim;
+        k_cache[at.clone()].copy_from_slice(&k);
+        v_cache[at.clone()].copy_from_slice(&v);
+        ex.round_half(&mut k_cache[at.clone()]);
+        ex.round_half(&mut v_cache[at]);
+        let (k_cache, v_cache) = (&*k_cache, &*v_cache);
         let scale = 1.0 / libm::sqrtf(hd as f32);
         let group = self.heads / self.kv_heads;
         let mut out = vec![0.0f32; n * dim];
-        let mut w = Vec::new();
-        for i in 0..n {
-            let pos = start + i;
-            for h in 0..self.heads {
+        // One work unit per (token, head): the threads share them.
+        ex.par.split(&mut out, hd, &|first, chunk| {
+            let (mut qh, mut w) = (vec![0.0f32; hd], Vec::with_capacity(start + n));
+            for (u, o) in chunk.chunks_exact_mut(hd).enumerate() {
+                let (i, h) = ((first + u) / self.heads, (first + u) % self.heads);
                 let kv = (h / group) * hd;
-                let qh: Vec<f32> = q[i * dim + h * hd..][..hd].iter().map(|&x| ex.half(x)).collect();
-                // Causal: positions 0..=pos; softmax as ggml's soft_max (sum in f64).
+                qh.copy_from_slice(&q[i * dim + h * hd..][..hd]);
+                ex.round_half(&mut qh);
+                // Causal: positions 0..=start + i. Softmax as ggml's soft_max (sum in f64).
                 w.clear();
-                w.extend((0..=pos).map(|p| {
-                    let kp = &k_cache[p * kv_dim + kv..][..hd];
-                    qh.iter().zip(kp).map(|(a, b)| a * b).sum::<f32>() * scale
-                }));
+                w.extend((0..=start + i).map(|p| dot(&qh, &k_cache[p * kv_dim + kv..][..hd]) * scale));
                 let max = w.iter().copied().fold(f32::NEG_INFINITY, f32::max);
                 let mut sum = 0.0f64;
                 for s in w.iter_mut() {
@@ -198,15 +196,16 @@ impl Attention {
                     sum += *s as f64;
                 }
                 let inv = (1.0 / sum) as f32;
-                let o = &mut out[i * dim + h * hd..][..hd];
-                for (p, s) in w.iter().enumerate() {
-                    let s = ex.half(*s * inv);
+                w.iter_mut().for_each(|s| *s *= inv);
+                ex.round_half(&mut w);
+                for (p, &s) in w.iter().enumerate() {
                     for (acc, vv) in o.iter_mut().zip(&v_cache[p * kv_dim + kv..][..hd]) {
                         *acc += s * vv;
                     }
                 }
             }
-        }
+            Ok(())
+        })?;
         self.sub_norm.forward(&mut out);
         let mut y = vec![0.0; n * self.o.shape().0];
         ex.linear(&self.o, &out, &mut y)?;
@@ -314,4 +313,20 @@ impl Model {
         }
         Ok(logits)
     }
+}
+
+/// `Σ a·b` in a fixed order: eight lanes (element j to lane j mod 8), then a fixed tree. The
+/// compiler vectorises it, and every target sums alike.
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut l = [0.0f32; 8];
+    let whole = a.len() / 8 * 8;
+    for (ca, cb) in a[..whole].chunks_exact(8).zip(b[..whole].chunks_exact(8)) {
+        for j in 0..8 {
+            l[j] += ca[j] * cb[j];
+        }
+    }
+    for j in whole..a.len() {
+        l[j % 8] += a[j] * b[j];
+    }
+    ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]))
 }

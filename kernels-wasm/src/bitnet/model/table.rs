@@ -136,6 +136,18 @@ fn reduce(l: &[f32; LANES]) -> f32 {
     (h[0] + h[2]) + (h[1] + h[3])
 }
 
+/// Rounds every value to the nearest F16 (ties to even) and back: F16C where the CPU has it,
+/// else [`f32_to_f16`], which gives the same bits.
+pub fn round_to_f16(v: &mut [f32]) {
+    #[cfg(all(target_arch = "x86_64", feature = "std"))]
+    if std::is_x86_feature_detected!("f16c") {
+        // SAFETY: F16C was detected just now.
+        unsafe { x86::round_to_f16(v) };
+        return;
+    }
+    v.iter_mut().for_each(|x| *x = f16_to_f32(f32_to_f16(*x)));
+}
+
 /// Whether this machine runs the AVX2 kernels.
 pub fn simd_available() -> bool {
     #[cfg(all(target_arch = "x86_64", feature = "std"))]
@@ -155,19 +167,34 @@ mod x86 {
     /// Lane i mod 32 += w[i]·x[i] (multiply, then add: no fusion) for F16 weights.
     #[target_feature(enable = "avx2,f16c")]
     pub unsafe fn f16_lanes(w: &[u8], x: &[f32], lanes: &mut [f32; 32]) {
-        let mut acc = [_mm256_setzero_ps(); 4];
-        for (c, lane) in acc.iter_mut().enumerate() {
-            *lane = _mm256_loadu_ps(lanes.as_ptr().add(8 * c));
+        let (wp, xp, l) = (w.as_ptr(), x.as_ptr(), lanes.as_mut_ptr());
+        let (mut a0, mut a1, mut a2, mut a3) =
+            (_mm256_loadu_ps(l), _mm256_loadu_ps(l.add(8)), _mm256_loadu_ps(l.add(16)), _mm256_loadu_ps(l.add(24)));
+        let half = |i: usize| _mm256_cvtph_ps(_mm_loadu_si128(wp.add(2 * i).cast()));
+        let mut i = 0;
+        while i < x.len() {
+            a0 = _mm256_add_ps(a0, _mm256_mul_ps(half(i), _mm256_loadu_ps(xp.add(i))));
+            a1 = _mm256_add_ps(a1, _mm256_mul_ps(half(i + 8), _mm256_loadu_ps(xp.add(i + 8))));
+            a2 = _mm256_add_ps(a2, _mm256_mul_ps(half(i + 16), _mm256_loadu_ps(xp.add(i + 16))));
+            a3 = _mm256_add_ps(a3, _mm256_mul_ps(half(i + 24), _mm256_loadu_ps(xp.add(i + 24))));
+            i += 32;
         }
-        for i in (0..x.len()).step_by(32) {
-            for (c, a) in acc.iter_mut().enumerate() {
-                let wv = _mm256_cvtph_ps(_mm_loadu_si128(w.as_ptr().add(2 * (i + 8 * c)).cast()));
-                let xv = _mm256_loadu_ps(x.as_ptr().add(i + 8 * c));
-                *a = _mm256_add_ps(*a, _mm256_mul_ps(wv, xv));
-            }
+        _mm256_storeu_ps(l, a0);
+        _mm256_storeu_ps(l.add(8), a1);
+        _mm256_storeu_ps(l.add(16), a2);
+        _mm256_storeu_ps(l.add(24), a3);
+    }
+
+    /// F32 → F16 (round to nearest even) → F32, eight at a time.
+    #[target_feature(enable = "avx,f16c")]
+    pub unsafe fn round_to_f16(v: &mut [f32]) {
+        let mut chunks = v.chunks_exact_mut(8);
+        for c in &mut chunks {
+            let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(c.as_ptr()));
+            _mm256_storeu_ps(c.as_mut_ptr(), _mm256_cvtph_ps(h));
         }
-        for (c, a) in acc.iter().enumerate() {
-            _mm256_storeu_ps(lanes.as_mut_ptr().add(8 * c), *a);
+        for x in chunks.into_remainder() {
+            *x = super::f16_to_f32(super::f32_to_f16(*x));
         }
     }
 
