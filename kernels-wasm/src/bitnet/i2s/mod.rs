@@ -107,12 +107,23 @@ impl I2sMatrix {
         first_row: usize,
         acc: &mut [i32],
     ) -> Result<(), BitnetError> {
+        self.gemv_acc_rows_summed(q, q_sum(q), backend, first_row, acc)
+    }
+
+    /// [`Self::gemv_acc_rows`] given `q_sum = Σq` (computed once per activation row by
+    /// [`q_sum`] when many row blocks share it).
+    pub fn gemv_acc_rows_summed(
+        &self,
+        q: &[i8],
+        q_sum: i32,
+        backend: Backend,
+        first_row: usize,
+        acc: &mut [i32],
+    ) -> Result<(), BitnetError> {
         check_len("activations", self.cols, q.len())?;
         if first_row + acc.len() > self.rows {
             return Err(BitnetError::Length { what: "rows", expected: self.rows, got: first_row + acc.len() });
         }
-        // Σq turns Σ code·q into Σ w·q, since code = w + 1.
-        let q_sum: i32 = q.iter().map(|&v| v as i32).sum();
         for (r, out) in acc.iter_mut().enumerate() {
             *out = self.dot(first_row + r, q, backend) - q_sum;
         }
@@ -152,6 +163,11 @@ impl I2sMatrix {
         dequantize_into(out, &acc, acts.scale, self.scale);
         Ok(())
     }
+}
+
+/// `Σq`: it turns `Σ code·q` into `Σ w·q`, since code = w + 1.
+pub fn q_sum(q: &[i8]) -> i32 {
+    q.iter().map(|&v| v as i32).sum()
 }
 
 #[cfg(test)]

@@ -177,12 +177,13 @@ impl Attention {
         let (k_cache, v_cache) = (&*k_cache, &*v_cache);
         let scale = 1.0 / libm::sqrtf(hd as f32);
         let group = self.heads / self.kv_heads;
-        let mut out = vec![0.0f32; n * dim];
-        // One work unit per (token, head): the threads share them.
-        ex.par.split(&mut out, hd, &|first, chunk| {
+        // One work unit per (head, token), heads outermost: every thread gets whole heads, so
+        // the long contexts of the late tokens are shared evenly.
+        let mut by_head = vec![0.0f32; n * dim];
+        ex.par.split(&mut by_head, hd, &|first, chunk| {
             let (mut qh, mut w) = (vec![0.0f32; hd], Vec::with_capacity(start + n));
             for (u, o) in chunk.chunks_exact_mut(hd).enumerate() {
-                let (i, h) = ((first + u) / self.heads, (first + u) % self.heads);
+                let (h, i) = ((first + u) / n, (first + u) % n);
                 let kv = (h / group) * hd;
                 qh.copy_from_slice(&q[i * dim + h * hd..][..hd]);
                 ex.round_half(&mut qh);
@@ -190,11 +191,8 @@ impl Attention {
                 w.clear();
                 w.extend((0..=start + i).map(|p| dot(&qh, &k_cache[p * kv_dim + kv..][..hd]) * scale));
                 let max = w.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                let mut sum = 0.0f64;
-                for s in w.iter_mut() {
-                    *s = libm::expf(*s - max);
-                    sum += *s as f64;
-                }
+                w.iter_mut().for_each(|s| *s = expf(*s - max));
+                let sum: f64 = w.iter().map(|&s| s as f64).sum();
                 let inv = (1.0 / sum) as f32;
                 w.iter_mut().for_each(|s| *s *= inv);
                 ex.round_half(&mut w);
@@ -206,6 +204,12 @@ impl Attention {
             }
             Ok(())
         })?;
+        let mut out = vec![0.0f32; n * dim];
+        for h in 0..self.heads {
+            for i in 0..n {
+                out[i * dim + h * hd..][..hd].copy_from_slice(&by_head[(h * n + i) * hd..][..hd]);
+            }
+        }
         self.sub_norm.forward(&mut out);
         let mut y = vec![0.0; n * self.o.shape().0];
         ex.linear(&self.o, &out, &mut y)?;
@@ -329,4 +333,54 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
         l[j % 8] += a[j] * b[j];
     }
     ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]))
+}
+
+/// `exp(x)` for the softmax, as Cephes' `expf` computes it (x = n·ln2 + r, a degree-6
+/// polynomial in r, times 2ⁿ), within 2 ulp of the true value; only additions and
+/// multiplications, so the loop over a row vectorises and every target gives the same bits.
+fn expf(x: f32) -> f32 {
+    const LOG2E: f32 = core::f32::consts::LOG2_E;
+    let x = x.clamp(-87.0, 88.0);
+    // Round x·log2(e) to the nearest integer by pushing it through the mantissa.
+    let n = (x * LOG2E + 12_582_912.0) - 12_582_912.0;
+    // ln 2 in two parts, so r = x − n·ln2 stays exact.
+    let r = (x - n * 0.693_359_4) - n * -2.121_944_4e-4;
+    let z = r * r;
+    let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r + 1.666_666_5e-1)
+        * r
+        + 0.5;
+    let y = p * z + r + 1.0;
+    y * f32::from_bits(((n as i32 + 127) as u32) << 23)
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    #[test]
+    fn the_softmax_exp_is_within_two_ulp_of_libm() {
+        let mut worst = 0;
+        for i in 0..=200_000 {
+            let x = -87.0 + 97.0 * i as f32 / 200_000.0;
+            let (got, want) = (super::expf(x), libm::expf(x));
+            let ulp = (got.to_bits() as i64 - want.to_bits() as i64).unsigned_abs();
+            worst = worst.max(ulp);
+        }
+        assert!(worst <= 2, "{worst} ulp");
+        assert_eq!(super::expf(0.0), 1.0);
+        assert_eq!(super::expf(-1000.0), super::expf(-87.0));
+    }
+
+    #[test]
+    fn dot_sums_in_its_fixed_order() {
+        let a: alloc::vec::Vec<f32> = (0..19).map(|i| 1.0 + i as f32 * 1e-3).collect();
+        let b: alloc::vec::Vec<f32> = (0..19).map(|i| 3.0 - i as f32 * 7e-4).collect();
+        let mut l = [0.0f32; 8];
+        for j in 0..19 {
+            l[j % 8] += a[j] * b[j];
+        }
+        let want = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+        assert_eq!(super::dot(&a, &b).to_bits(), want.to_bits());
+    }
 }

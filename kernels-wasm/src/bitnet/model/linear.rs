@@ -171,7 +171,10 @@ impl Linear {
                     .chunks_exact(k)
                     .map(|x| quantize_activations(x, Rounding::HalfEven))
                     .collect::<Result<Vec<_>, _>>()?;
-                blocks(&|j, row0, acc| w.gemv_acc_rows(&acts[j].q, backend, row0, acc).map(|()| acts[j].scale))?
+                let sums: Vec<i32> = acts.iter().map(|a| crate::bitnet::i2s::q_sum(&a.q)).collect();
+                blocks(&|j, row0, acc| {
+                    w.gemv_acc_rows_summed(&acts[j].q, sums[j], backend, row0, acc).map(|()| acts[j].scale)
+                })?
             }
             Linear::Tl1(w) => {
                 let tables = xs.chunks_exact(k).map(|x| w.tables(x)).collect::<Result<Vec<_>, _>>()?;

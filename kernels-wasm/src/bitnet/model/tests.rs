@@ -103,6 +103,14 @@ fn every_backend_gives_the_scalar_kernels_bits_for_the_whole_model() {
     let a = m.forward(&prompt, &mut c1, &scalar(), Logits::All).unwrap();
     let b = m.forward(&prompt, &mut c2, &Exec::best(&Single), Logits::All).unwrap();
     assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()));
+    // And on two threads.
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let pool = crate::bitnet::pool::Pool::new(2).unwrap();
+        let mut c3 = Cache::new(&m.config, 16);
+        let c = m.forward(&prompt, &mut c3, &Exec::best(&pool), Logits::All).unwrap();
+        assert!(a.iter().zip(&c).all(|(x, y)| x.to_bits() == y.to_bits()));
+    }
 }
 
 /// The fixture's ternary weights repacked in `quant`.
