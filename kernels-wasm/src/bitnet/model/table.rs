@@ -89,7 +89,9 @@ impl Table {
         let mut lanes = [0.0f32; LANES];
         #[cfg(target_arch = "x86_64")]
         let whole = if simd { k / LANES * LANES } else { 0 };
-        #[cfg(not(target_arch = "x86_64"))]
+        #[cfg(target_arch = "wasm32")]
+        let whole = if simd { k / LANES * LANES } else { 0 };
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "wasm32")))]
         let whole = {
             let _ = simd;
             0
@@ -103,6 +105,11 @@ impl Table {
                     // `simd_available`); both slices hold `whole` values.
                     unsafe { x86::f16_lanes(&w[..whole * 2], &x[..whole], &mut lanes) };
                 }
+                #[cfg(target_arch = "wasm32")]
+                if whole > 0 {
+                    // SAFETY: simd128 is assumed by the wasm build (see Backend::is_available).
+                    unsafe { simd128::f16_lanes(&w[..whole * 2], &x[..whole], &mut lanes) };
+                }
                 for i in whole..k {
                     let wi = f16_to_f32(u16::from_le_bytes([w[2 * i], w[2 * i + 1]]));
                     lanes[i % LANES] += wi * x[i];
@@ -114,6 +121,11 @@ impl Table {
                 if whole > 0 {
                     // SAFETY: as above.
                     unsafe { x86::f32_lanes(&w[..whole * 4], &x[..whole], &mut lanes) };
+                }
+                #[cfg(target_arch = "wasm32")]
+                if whole > 0 {
+                    // SAFETY: as above.
+                    unsafe { simd128::f32_lanes(&w[..whole * 4], &x[..whole], &mut lanes) };
                 }
                 for i in whole..k {
                     let wi = f32::from_le_bytes([w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]]);
@@ -148,15 +160,88 @@ pub fn round_to_f16(v: &mut [f32]) {
     v.iter_mut().for_each(|x| *x = f16_to_f32(f32_to_f16(*x)));
 }
 
-/// Whether this machine runs the AVX2 kernels.
+/// Whether this machine runs the SIMD kernels (AVX2 + F16C, or wasm simd128).
 pub fn simd_available() -> bool {
     #[cfg(all(target_arch = "x86_64", feature = "std"))]
     {
         std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("f16c")
     }
-    #[cfg(not(all(target_arch = "x86_64", feature = "std")))]
+    #[cfg(target_arch = "wasm32")]
+    {
+        true
+    }
+    #[cfg(not(any(all(target_arch = "x86_64", feature = "std"), target_arch = "wasm32")))]
     {
         false
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+mod simd128 {
+    use core::arch::wasm32::*;
+
+    /// Eight halves from `p` as two f32x4 vectors, exactly: the exponent and mantissa moved into
+    /// place and multiplied by 2¹¹² (which also renormalises subnormals), infinities and NaN
+    /// given the all-ones exponent, the sign put back.
+    #[inline(always)]
+    unsafe fn halves(p: *const u8) -> (v128, v128) {
+        let h = v128_load(p.cast());
+        let conv = |w: v128| {
+            let mag = i32x4_shl(v128_and(w, i32x4_splat(0x7fff)), 13);
+            let f = f32x4_mul(mag, f32x4_splat(f32::from_bits(0x7780_0000)));
+            let special = i32x4_ge(v128_and(w, i32x4_splat(0x7c00)), i32x4_splat(0x7c00));
+            let inf_nan = v128_or(mag, i32x4_splat(0x7f80_0000));
+            let sign = i32x4_shl(v128_and(w, i32x4_splat(0x8000)), 16);
+            v128_or(v128_bitselect(inf_nan, f, special), sign)
+        };
+        (conv(u32x4_extend_low_u16x8(h)), conv(u32x4_extend_high_u16x8(h)))
+    }
+
+    /// Lane i mod 32 += w[i]·x[i] for F16 weights, as the scalar loop does.
+    #[target_feature(enable = "simd128")]
+    pub unsafe fn f16_lanes(w: &[u8], x: &[f32], lanes: &mut [f32; 32]) {
+        let l = lanes.as_mut_ptr();
+        let mut acc = [f32x4_splat(0.0); 8];
+        for (j, a) in acc.iter_mut().enumerate() {
+            *a = v128_load(l.add(4 * j).cast());
+        }
+        let (wp, xp) = (w.as_ptr(), x.as_ptr());
+        let mut i = 0;
+        while i < x.len() {
+            for c in 0..4 {
+                let (lo, hi) = halves(wp.add(2 * (i + 8 * c)));
+                let x0 = v128_load(xp.add(i + 8 * c).cast());
+                let x1 = v128_load(xp.add(i + 8 * c + 4).cast());
+                acc[2 * c] = f32x4_add(acc[2 * c], f32x4_mul(lo, x0));
+                acc[2 * c + 1] = f32x4_add(acc[2 * c + 1], f32x4_mul(hi, x1));
+            }
+            i += 32;
+        }
+        for (j, a) in acc.iter().enumerate() {
+            v128_store(l.add(4 * j).cast(), *a);
+        }
+    }
+
+    /// The same for F32 weights.
+    #[target_feature(enable = "simd128")]
+    pub unsafe fn f32_lanes(w: &[u8], x: &[f32], lanes: &mut [f32; 32]) {
+        let l = lanes.as_mut_ptr();
+        let mut acc = [f32x4_splat(0.0); 8];
+        for (j, a) in acc.iter_mut().enumerate() {
+            *a = v128_load(l.add(4 * j).cast());
+        }
+        let (wp, xp) = (w.as_ptr(), x.as_ptr());
+        let mut i = 0;
+        while i < x.len() {
+            for (j, a) in acc.iter_mut().enumerate() {
+                let wv = v128_load(wp.add(4 * (i + 4 * j)).cast());
+                *a = f32x4_add(*a, f32x4_mul(wv, v128_load(xp.add(i + 4 * j).cast())));
+            }
+            i += 32;
+        }
+        for (j, a) in acc.iter().enumerate() {
+            v128_store(l.add(4 * j).cast(), *a);
+        }
     }
 }
 

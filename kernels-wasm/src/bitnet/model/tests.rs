@@ -311,3 +311,44 @@ fn bad_files_are_refused_naming_what_is_wrong() {
     let e = m.forward(&[1; 5], &mut cache, &scalar(), Logits::Last).unwrap_err();
     assert_eq!(e, ModelError::Context { pos: 5, context: 4 });
 }
+
+#[test]
+fn the_simd_output_layer_gives_the_scalar_bits() {
+    // F16 weights over the whole range (subnormals included), F32 weights, and a width that
+    // leaves a tail after the 32-lane blocks.
+    let mut rng = crate::bitnet::random::Rng::new(11);
+    for (ty, cols) in [(GgmlType::F16, 96), (GgmlType::F16, 100), (GgmlType::F32, 72)] {
+        let rows = 40;
+        let bytes: Vec<u8> = match ty {
+            GgmlType::F16 => (0..rows * cols)
+                .flat_map(|_| {
+                    // Any finite half: exponent 0..=30.
+                    let h = (rng.next_u64() as u16) & 0xfbff;
+                    h.to_le_bytes()
+                })
+                .collect(),
+            _ => rng.f32s(rows * cols, 4.0).iter().flat_map(|v| v.to_le_bytes()).collect(),
+        };
+        let t = table::Table::new("t", rows, cols, ty, bytes.into()).unwrap();
+        let x = rng.f32s(2 * cols, 2.0);
+        let (mut a, mut b) = (vec![0.0; 2 * rows], vec![0.0; 2 * rows]);
+        t.logits(&x, false, &Single, &mut a).unwrap();
+        t.logits(&x, table::simd_available(), &Single, &mut b).unwrap();
+        assert!(a.iter().zip(&b).all(|(p, q)| p.to_bits() == q.to_bits()), "{ty:?} × {cols}");
+        // And each is the plain 32-lane sum of the decoded weights.
+        let mut w = vec![0.0f32; cols];
+        t.row(3, &mut w);
+        let xr: Vec<f32> = x[..cols].iter().map(|&v| crate::gguf::f16_to_f32(crate::gguf::f32_to_f16(v))).collect();
+        let xr = if ty == GgmlType::F16 { xr } else { x[..cols].to_vec() };
+        let mut lanes = [0.0f32; 32];
+        for i in 0..cols {
+            lanes[i % 32] += w[i] * xr[i];
+        }
+        let mut v = [0.0f32; 8];
+        for (i, o) in v.iter_mut().enumerate() {
+            *o = (lanes[i] + lanes[8 + i]) + (lanes[16 + i] + lanes[24 + i]);
+        }
+        let want = ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
+        assert_eq!(a[3].to_bits(), want.to_bits());
+    }
+}
