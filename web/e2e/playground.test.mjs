@@ -188,6 +188,36 @@ test('BitNet tab: step through TL2 qgemm_lut, outputs within the bound, wasm ben
   await page.close();
 });
 
+test('BitNet tab: a whole model generates in the page, bitnet.cpp\'s own output and a 125M dummy with tok/s', async () => {
+  const page = await open(browser, '', '#bitnet');
+  await page.waitForSelector('[data-testid=bitnet-model]');
+  // bitnet.cpp's tiny model, its prompt, greedy: the page prints what llama-cli printed.
+  await page.fill('[data-testid=bitnet-model-n]', '32');
+  await page.dispatchEvent('[data-testid=bitnet-model-n]', 'change');
+  await page.click('[data-testid=bitnet-model-run]');
+  await page.waitForSelector('[data-testid=bitnet-model-stats][data-done=true]', { timeout: 60_000 });
+  const stats = await page.$eval('[data-testid=bitnet-model-stats]', (e) => ({ ...e.dataset }));
+  assert.equal(stats.tokens, '32');
+  assert.equal(stats.matches, 'true', JSON.stringify(stats));
+  assert.ok(Number(stats.tps) > 0);
+  console.log(`# wasm: bitnet.cpp's tiny model, ${stats.tps} tok/s`);
+  // The 125M dummy layout (I2_S), built in the page, then 8 tokens on simd128.
+  await page.selectOption('[data-testid=bitnet-model-source]', '2');
+  await page.fill('[data-testid=bitnet-model-prompt]', 'hello world');
+  await page.fill('[data-testid=bitnet-model-n]', '8');
+  await page.dispatchEvent('[data-testid=bitnet-model-n]', 'change');
+  await page.click('[data-testid=bitnet-model-run]');
+  await page.waitForSelector('[data-testid=bitnet-model-stats][data-done=true]', { timeout: 180_000 });
+  const big = await page.$eval('[data-testid=bitnet-model-stats]', (e) => ({ ...e.dataset }));
+  assert.ok(Number(big.tokens) >= 1 && Number(big.tps) > 0, JSON.stringify(big));
+  assert.match(await page.textContent('[data-testid=bitnet-model-status]'), /11 layers, dim 768, vocab 32002/);
+  assert.match(await page.textContent('[data-testid=bitnet-model-text]'), /^ hello world/);
+  console.log(`# wasm simd128: 125M dummy I2_S, ${big.tps} tok/s (${await page.textContent('[data-testid=bitnet-model-status]')})`);
+  await page.screenshot({ path: `${SHOTS}/bitnet-model.png`, fullPage: true });
+  page.assertNoErrors();
+  await page.close();
+});
+
 test('eBPF tab: a run in the kernel streams tokens, a timeline of BPF calls, totals and verifier counts', async (t) => {
   const expected = await probe();
   if (!expected.ebpf.available) {

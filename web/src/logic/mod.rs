@@ -2,6 +2,7 @@
 //! `cargo test --workspace` and in headless Chromium by wasm-bindgen-test.
 
 pub mod bitnet;
+pub mod bitnet_model;
 pub mod ebpf;
 pub mod heatmap;
 pub mod qwengpu;

@@ -180,45 +180,46 @@ pub fn simd_available() -> bool {
 mod simd128 {
     use core::arch::wasm32::*;
 
-    /// Eight halves from `p` as two f32x4 vectors, exactly: the exponent and mantissa moved into
-    /// place and multiplied by 2¹¹² (which also renormalises subnormals), infinities and NaN
-    /// given the all-ones exponent, the sign put back.
+    /// Four halves (zero-extended to 32 bits) as f32x4, exactly: the exponent and mantissa
+    /// moved into place and multiplied by 2¹¹² (which also renormalises subnormals), infinities
+    /// and NaN given the all-ones exponent, the sign put back.
     #[inline(always)]
-    unsafe fn halves(p: *const u8) -> (v128, v128) {
-        let h = v128_load(p.cast());
-        let conv = |w: v128| {
-            let mag = i32x4_shl(v128_and(w, i32x4_splat(0x7fff)), 13);
-            let f = f32x4_mul(mag, f32x4_splat(f32::from_bits(0x7780_0000)));
-            let special = i32x4_ge(v128_and(w, i32x4_splat(0x7c00)), i32x4_splat(0x7c00));
-            let inf_nan = v128_or(mag, i32x4_splat(0x7f80_0000));
-            let sign = i32x4_shl(v128_and(w, i32x4_splat(0x8000)), 16);
-            v128_or(v128_bitselect(inf_nan, f, special), sign)
-        };
-        (conv(u32x4_extend_low_u16x8(h)), conv(u32x4_extend_high_u16x8(h)))
+    fn widen(w: v128) -> v128 {
+        let mag = i32x4_shl(v128_and(w, i32x4_splat(0x7fff)), 13);
+        let f = f32x4_mul(mag, f32x4_splat(f32::from_bits(0x7780_0000)));
+        let special = i32x4_ge(v128_and(w, i32x4_splat(0x7c00)), i32x4_splat(0x7c00));
+        let inf_nan = v128_or(mag, i32x4_splat(0x7f80_0000));
+        let sign = i32x4_shl(v128_and(w, i32x4_splat(0x8000)), 16);
+        v128_or(v128_bitselect(inf_nan, f, special), sign)
     }
 
     /// Lane i mod 32 += w[i]·x[i] for F16 weights, as the scalar loop does.
     #[target_feature(enable = "simd128")]
     pub unsafe fn f16_lanes(w: &[u8], x: &[f32], lanes: &mut [f32; 32]) {
         let l = lanes.as_mut_ptr();
-        let mut acc = [f32x4_splat(0.0); 8];
-        for (j, a) in acc.iter_mut().enumerate() {
-            *a = v128_load(l.add(4 * j).cast());
-        }
+        let ld = |i: usize| v128_load(l.add(4 * i).cast());
+        let (mut a0, mut a1, mut a2, mut a3) = (ld(0), ld(1), ld(2), ld(3));
+        let (mut a4, mut a5, mut a6, mut a7) = (ld(4), ld(5), ld(6), ld(7));
         let (wp, xp) = (w.as_ptr(), x.as_ptr());
         let mut i = 0;
         while i < x.len() {
-            for c in 0..4 {
-                let (lo, hi) = halves(wp.add(2 * (i + 8 * c)));
-                let x0 = v128_load(xp.add(i + 8 * c).cast());
-                let x1 = v128_load(xp.add(i + 8 * c + 4).cast());
-                acc[2 * c] = f32x4_add(acc[2 * c], f32x4_mul(lo, x0));
-                acc[2 * c + 1] = f32x4_add(acc[2 * c + 1], f32x4_mul(hi, x1));
-            }
+            let h0 = v128_load(wp.add(2 * i).cast());
+            let h1 = v128_load(wp.add(2 * i + 16).cast());
+            let h2 = v128_load(wp.add(2 * i + 32).cast());
+            let h3 = v128_load(wp.add(2 * i + 48).cast());
+            let xv = |k: usize| v128_load(xp.add(i + 4 * k).cast());
+            a0 = f32x4_add(a0, f32x4_mul(widen(u32x4_extend_low_u16x8(h0)), xv(0)));
+            a1 = f32x4_add(a1, f32x4_mul(widen(u32x4_extend_high_u16x8(h0)), xv(1)));
+            a2 = f32x4_add(a2, f32x4_mul(widen(u32x4_extend_low_u16x8(h1)), xv(2)));
+            a3 = f32x4_add(a3, f32x4_mul(widen(u32x4_extend_high_u16x8(h1)), xv(3)));
+            a4 = f32x4_add(a4, f32x4_mul(widen(u32x4_extend_low_u16x8(h2)), xv(4)));
+            a5 = f32x4_add(a5, f32x4_mul(widen(u32x4_extend_high_u16x8(h2)), xv(5)));
+            a6 = f32x4_add(a6, f32x4_mul(widen(u32x4_extend_low_u16x8(h3)), xv(6)));
+            a7 = f32x4_add(a7, f32x4_mul(widen(u32x4_extend_high_u16x8(h3)), xv(7)));
             i += 32;
         }
-        for (j, a) in acc.iter().enumerate() {
-            v128_store(l.add(4 * j).cast(), *a);
+        for (k, a) in [a0, a1, a2, a3, a4, a5, a6, a7].into_iter().enumerate() {
+            v128_store(l.add(4 * k).cast(), a);
         }
     }
 

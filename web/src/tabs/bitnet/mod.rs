@@ -1,7 +1,8 @@
 //! The BitNet LUT tab: pick a format, a shape and weights; step through the kernel on small
-//! shapes; run and benchmark it (wasm scalar vs simd128) on any shape.
+//! shapes; run and benchmark it (wasm scalar vs simd128) on any shape; run a whole model.
 
 mod bench;
+mod model;
 mod stepper;
 mod table;
 
@@ -119,6 +120,7 @@ pub fn BitNetTab() -> impl IntoView {
                         .into_any()
                 }
             }}
+            <model::ModelRun />
         </section>
     }
 }
