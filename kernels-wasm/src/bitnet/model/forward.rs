@@ -233,8 +233,9 @@ impl Ffn {
         ex.linear(&self.up, xs, &mut up)?;
         ex.linear(&self.gate, xs, &mut gate)?;
         for (g, u) in gate.iter_mut().zip(&up) {
-            // ggml_silu, then the product with the up projection.
-            *g = *g / (1.0 + libm::expf(-*g)) * u;
+            // SiLU (ggml computes its own exp approximation too), then the product with the up
+            // projection.
+            *g = *g / (1.0 + expf(-*g)) * u;
         }
         self.sub_norm.forward(&mut gate);
         let mut y = vec![0.0; n * self.down.shape().0];
