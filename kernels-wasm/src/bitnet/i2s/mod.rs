@@ -124,7 +124,21 @@ impl I2sMatrix {
         if first_row + acc.len() > self.rows {
             return Err(BitnetError::Length { what: "rows", expected: self.rows, got: first_row + acc.len() });
         }
-        for (r, out) in acc.iter_mut().enumerate() {
+        let mut done = 0;
+        #[cfg(target_arch = "x86_64")]
+        if backend == Backend::Avx2 && self.layout == I2sLayout::X86 && backend.is_available() {
+            for quad in acc.chunks_exact_mut(4) {
+                let r = first_row + done;
+                let rows = [self.row_codes(r), self.row_codes(r + 1), self.row_codes(r + 2), self.row_codes(r + 3)];
+                // SAFETY: AVX2 was detected at run time; rows and q have the lengths it needs.
+                let sums = unsafe { x86::dot4_avx2(rows, q) };
+                for (o, s) in quad.iter_mut().zip(sums) {
+                    *o = s - q_sum;
+                }
+                done += 4;
+            }
+        }
+        for (r, out) in acc.iter_mut().enumerate().skip(done) {
             *out = self.dot(first_row + r, q, backend) - q_sum;
         }
         Ok(())
