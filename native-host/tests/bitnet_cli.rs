@@ -114,3 +114,158 @@ fn bad_models_and_arguments_are_named() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("truncated"), "{err}");
 }
+
+/// Protobuf for a SentencePiece model: field 1 per piece (piece, score, type).
+fn sentencepiece_proto(pieces: &[(String, f32, i32)]) -> Vec<u8> {
+    fn varint(out: &mut Vec<u8>, mut v: u64) {
+        loop {
+            let b = (v & 0x7f) as u8;
+            v >>= 7;
+            if v == 0 {
+                out.push(b);
+                return;
+            }
+            out.push(b | 0x80);
+        }
+    }
+    let mut out = Vec::new();
+    for (p, score, ty) in pieces {
+        let mut m = vec![0x0a];
+        varint(&mut m, p.len() as u64);
+        m.extend_from_slice(p.as_bytes());
+        m.push(0x15);
+        m.extend_from_slice(&score.to_le_bytes());
+        m.push(0x18);
+        varint(&mut m, *ty as u64);
+        out.push(0x0a);
+        varint(&mut out, m.len() as u64);
+        out.extend(m);
+    }
+    // A trainer spec (field 2) the reader must skip.
+    out.extend([0x12, 0x02, 0x08, 0x01]);
+    out
+}
+
+#[test]
+fn a_hugging_face_checkpoint_converts_like_the_same_weights_in_an_f32_gguf() {
+    use kernels_wasm::bitnet::model::config::Config;
+    use kernels_wasm::bitnet::model::write::{self, Kind};
+    use kernels_wasm::bitnet::model::{dummy, Quant};
+    use kernels_wasm::bitnet::random::Rng;
+    use kernels_wasm::gguf::{GgmlType, Gguf, GgufWriter, Value};
+    use safetensors::tensor::{Dtype, TensorView};
+
+    let c = Config {
+        vocab: 300,
+        dim: 256,
+        ffn: 512,
+        layers: 2,
+        heads: 4,
+        kv_heads: 4,
+        rope_base: 10000.0,
+        eps: 1e-6,
+        context: 512,
+    };
+    let dir = tmp("hf");
+    std::fs::create_dir_all(&dir).unwrap();
+    // Latent (unquantised) weights, the HF names, and the same tensors by GGUF name.
+    let mut rng = Rng::new(9);
+    let tensors = write::tensors(&c, Quant::I2s, GgmlType::F32, false);
+    let hf_names = |g: &str| -> String {
+        let (i, what) = g.strip_prefix("blk.").map(|r| r.split_once('.').unwrap()).unwrap_or(("", g));
+        let what = what.trim_end_matches(".weight");
+        let layer = |n: &str| format!("model.layers.{i}.{n}.weight");
+        match what {
+            "token_embd" => "model.embed_tokens.weight".into(),
+            "output_norm" => "model.norm.weight".into(),
+            "attn_norm" => layer("input_layernorm"),
+            "attn_q" => layer("self_attn.q_proj"),
+            "attn_k" => layer("self_attn.k_proj"),
+            "attn_v" => layer("self_attn.v_proj"),
+            "attn_output" => layer("self_attn.o_proj"),
+            "attn_sub_norm" => layer("self_attn.inner_attn_ln"),
+            "ffn_norm" => layer("post_attention_layernorm"),
+            "ffn_gate" => layer("mlp.gate_proj"),
+            "ffn_up" => layer("mlp.up_proj"),
+            "ffn_down" => layer("mlp.down_proj"),
+            "ffn_sub_norm" => layer("mlp.ffn_layernorm"),
+            other => panic!("{other}"),
+        }
+    };
+    let mut values = Vec::new();
+    for (name, kind) in &tensors {
+        let (n, shape) = match *kind {
+            Kind::Table { rows, cols, .. } => (rows * cols, vec![rows, cols]),
+            Kind::Linear { m, k, .. } => (m * k, vec![m, k]),
+            Kind::Norm(n) => (n, vec![n]),
+            Kind::Scale => continue,
+        };
+        values.push((name.clone(), hf_names(name), shape, rng.f32s(n, 1.0)));
+    }
+    let bytes: Vec<Vec<u8>> = values.iter().map(|v| v.3.iter().flat_map(|x| x.to_le_bytes()).collect()).collect();
+    let views: Vec<(String, TensorView)> = values
+        .iter()
+        .zip(&bytes)
+        .map(|(v, b)| (v.1.clone(), TensorView::new(Dtype::F32, v.2.clone(), b).unwrap()))
+        .collect();
+    safetensors::serialize_to_file(views, None, &dir.join("model.safetensors")).unwrap();
+    std::fs::write(
+        dir.join("config.json"),
+        format!(
+            r#"{{"architectures": ["BitnetForCausalLM"], "vocab_size": {}, "hidden_size": {}, "intermediate_size": {}, "num_hidden_layers": {}, "num_attention_heads": {}, "rms_norm_eps": 1e-6, "max_position_embeddings": 512}}"#,
+            c.vocab, c.dim, c.ffn, c.layers, c.heads
+        ),
+    )
+    .unwrap();
+    // The tokenizer: the dummy vocabulary, as a SentencePiece model.
+    let meta = dummy::metadata(&c, "x", Quant::I2s);
+    let get = |k: &str| meta.iter().find(|m| m.0 == k).unwrap().1.clone();
+    let (Value::Array(toks), Value::Array(scores), Value::Array(types)) =
+        (get("tokenizer.ggml.tokens"), get("tokenizer.ggml.scores"), get("tokenizer.ggml.token_type"))
+    else {
+        panic!()
+    };
+    let pieces: Vec<(String, f32, i32)> = toks
+        .iter()
+        .zip(&scores)
+        .zip(&types)
+        .map(|((t, s), y)| match (t, s, y) {
+            (Value::String(t), Value::F32(s), Value::I32(y)) => (t.clone(), *s, *y),
+            _ => panic!(),
+        })
+        .collect();
+    std::fs::write(dir.join("tokenizer.model"), sentencepiece_proto(&pieces)).unwrap();
+    // The same tensors as an f32 GGUF with the same metadata.
+    let mut w = GgufWriter::default();
+    for (k, v) in &meta {
+        w.meta(k, v.clone());
+    }
+    for v in &values {
+        let dims: Vec<u64> = v.2.iter().rev().map(|&d| d as u64).collect();
+        w.f32_tensor(&v.0, &dims, &v.3);
+    }
+    let f32_gguf = tmp("hf-twin.f32.gguf");
+    std::fs::write(&f32_gguf, w.to_bytes()).unwrap();
+
+    let (a, b) = (tmp("from-hf.tl2.gguf"), tmp("from-gguf.tl2.gguf"));
+    ok(&bitnet(&["convert", "-i", s(&dir), "--quant", "tl2", "-o", s(&a)]));
+    ok(&bitnet(&["convert", "-i", s(&f32_gguf), "--quant", "tl2", "-o", s(&b)]));
+    let (ba, bb) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    let (ga, gb) = (Gguf::parse(&ba).unwrap(), Gguf::parse(&bb).unwrap());
+    assert_eq!(ga.tensors.len(), gb.tensors.len());
+    for t in &ga.tensors {
+        let u = gb.tensor(&t.name).unwrap();
+        assert_eq!((&t.dims, t.ty), (&u.dims, u.ty), "{}", t.name);
+        assert_eq!(&ba[t.offset..t.offset + t.bytes], &bb[u.offset..u.offset + u.bytes], "{}", t.name);
+    }
+    for key in ["tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type", "bitnet.block_count"] {
+        assert_eq!(ga.get(key), gb.get(key), "{key}");
+    }
+    let greedy = |m: &Path| ok(&bitnet(&["run", "-m", s(m), "-p", "hello there", "-n", "12", "--temp", "0"]));
+    assert_eq!(greedy(&a), greedy(&b));
+    // A broken tokenizer.model is named.
+    std::fs::write(dir.join("tokenizer.model"), [0x0a, 0x40, 0x01]).unwrap();
+    let out = bitnet(&["convert", "-i", s(&dir), "--quant", "i2_s", "-o", s(&tmp("never.gguf"))]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("tokenizer.model") && err.contains("truncated"), "{err}");
+}

@@ -15,7 +15,8 @@ use std::sync::Arc;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The source model (GGUF, architecture bitnet).
+    /// The source model: a GGUF file (architecture bitnet), or a Hugging Face checkpoint
+    /// directory (config.json, *.safetensors, tokenizer.model).
     #[arg(short = 'i', long)]
     pub input: PathBuf,
     /// Target format: i2_s, tl1 or tl2.
@@ -31,6 +32,9 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<()> {
     let quant = parse_quant(&args.quant)?;
+    if args.input.is_dir() {
+        return from_checkpoint(&args, quant);
+    }
     let file = std::fs::File::open(&args.input).with_context(|| format!("opening {}", args.input.display()))?;
     // SAFETY: read-only map, as in `super::open`.
     let map = unsafe { memmap2::Mmap::map(&file) }?;
@@ -87,4 +91,27 @@ fn find_linear<'a>(m: &'a Model, tensor: &str) -> Result<&'a kernels_wasm::bitne
         "ffn_down.weight" => &b.ffn.down,
         _ => bail!("{tensor}: not a linear layer"),
     })
+}
+
+/// A Hugging Face checkpoint directory to `quant`.
+fn from_checkpoint(args: &Args, quant: kernels_wasm::bitnet::model::Quant) -> Result<()> {
+    let ck = super::hf::read(&args.input)?;
+    let c = &ck.config;
+    let name = args.input.file_name().and_then(|n| n.to_str()).unwrap_or("bitnet").to_string();
+    let mut metadata = c.metadata(&name, quant.file_type());
+    metadata.extend(ck.tokenizer.iter().cloned());
+    let make = |tensor: &str, kind: &Kind| -> Result<Values> {
+        if *kind == Kind::Scale {
+            return Ok(Values::F32(Vec::new()));
+        }
+        let w = ck.tensors.get(tensor).context("missing in the checkpoint")?;
+        Ok(match kind {
+            Kind::Linear { m, k, .. } => Values::Ternary(convert::ternary(*m, *k, w)?),
+            _ => Values::F32(w.clone()),
+        })
+    };
+    let target = Target { name: &name, quant, embed: parse_embed(&args.embed)?, output: !ck.tied, path: &args.output };
+    let total = write_model(c, target, metadata, make)?;
+    eprintln!("wrote {} ({:.1} MB)", args.output.display(), total as f64 / 1e6);
+    Ok(())
 }

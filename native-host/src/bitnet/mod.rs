@@ -2,13 +2,15 @@
 //!
 //! - [`kernel_bench`]: GEMV/GEMM kernels per format and backend.
 //! - [`dummy`]: `bitnet dummy`, the dummy layouts written as GGUF (generate-dummy-bitnet-model.py).
-//! - [`convert`]: `bitnet convert`, an f32/f16 BitNet GGUF to I2_S, TL1 or TL2.
+//! - [`convert`]: `bitnet convert`, an f32/f16 BitNet GGUF (or, through [`hf`], a Hugging Face
+//!   checkpoint) to I2_S, TL1 or TL2.
 //! - [`run`]: `bitnet run`, streamed generation and `--cnv` chat (run_inference.py).
 //! - [`bench`]: `bitnet bench`, pp/tg tokens per second as llama-bench prints them (e2e_benchmark.py).
 
 pub mod bench;
 pub mod convert;
 pub mod dummy;
+pub mod hf;
 pub mod kernel_bench;
 pub mod run;
 

@@ -86,7 +86,7 @@ pub fn read_config(dir: &Path) -> Result<Config, ModelError> {
 }
 
 /// Every `*.safetensors` file of the directory, read whole.
-fn read_shards(dir: &Path) -> Result<Vec<(PathBuf, Vec<u8>)>, ModelError> {
+pub(crate) fn read_shards(dir: &Path) -> Result<Vec<(PathBuf, Vec<u8>)>, ModelError> {
     let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(io(dir))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -99,7 +99,7 @@ fn read_shards(dir: &Path) -> Result<Vec<(PathBuf, Vec<u8>)>, ModelError> {
     paths.into_iter().map(|p| std::fs::read(&p).map_err(io(&p)).map(|bytes| (p, bytes))).collect()
 }
 
-fn to_f32(name: &str, t: &TensorView<'_>, shape: &[usize]) -> Result<Vec<f32>, ModelError> {
+pub(crate) fn to_f32(name: &str, t: &TensorView<'_>, shape: &[usize]) -> Result<Vec<f32>, ModelError> {
     if t.shape() != shape {
         return Err(ModelError::Tensor {
             name: name.into(),

@@ -303,6 +303,10 @@ fn bad_files_are_refused_naming_what_is_wrong() {
     assert!(e.unwrap_err().to_string().contains("multiple of 128"));
     let e = Linear::pack(&TernaryMatrix::new(256, 200, vec![0; 256 * 200], 1.0).unwrap(), Quant::Tl2).unwrap_err();
     assert!(e.to_string().contains("TL2"), "{e}");
+    // The kernels take K = 128, bitnet.cpp's TL2 file size formula does not.
+    let e =
+        write::encode_linear(&TernaryMatrix::new(64, 128, vec![0; 64 * 128], 1.0).unwrap(), Quant::Tl2).unwrap_err();
+    assert!(e.to_string().contains("K ≥ 256"), "{e}");
     // A token id beyond the vocabulary, and a prompt beyond the context.
     let m = load::load(shared(good)).unwrap();
     let mut cache = Cache::new(&m.config, 4);

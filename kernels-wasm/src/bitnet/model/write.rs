@@ -105,11 +105,21 @@ pub fn encode_norm(values: &[f32]) -> Vec<u8> {
 /// type (I2_S with its scale as the trailer's first f32), and the scale for the `_scale` tensor.
 pub fn encode_linear(t: &TernaryMatrix, quant: Quant) -> Result<(Vec<u8>, f32), BitnetError> {
     let packed = Linear::pack(t, quant)?;
+    let size = tensor_bytes(&Kind::Linear { m: t.rows, k: t.cols, quant });
+    if size < packed.packed().len() + 4 {
+        return Err(BitnetError::Shape {
+            format: "TL2",
+            m: t.rows,
+            k: t.cols,
+            why: "bitnet.cpp sizes a TL2 tensor as roundup32(((K−256)·M)/3·5/8 + …), so a TL2 file needs K ≥ 256"
+                .into(),
+        });
+    }
     let mut bytes = packed.packed().to_vec();
     if quant == Quant::I2s {
         bytes.extend_from_slice(&t.scale.to_le_bytes());
     }
-    bytes.resize(tensor_bytes(&Kind::Linear { m: t.rows, k: t.cols, quant }), 0);
+    bytes.resize(size, 0);
     Ok((bytes, t.scale))
 }
 
