@@ -65,7 +65,7 @@ fn dummy_writes_a_model_that_runs_benches_and_converts() {
     for test in ["pp16", "tg8"] {
         assert!(table.lines().any(|l| l.contains(test) && l.contains(" ± ")), "{table}");
     }
-    assert!(table.contains("peak RSS"), "{table}");
+    assert!(table.contains("peak RSS") && table.contains("memory read here"), "{table}");
     // TL2 → I2_S: the same model, so greedy text is the same.
     let i2s = tmp("dummy-tiny.i2_s.gguf");
     ok(&bitnet(&["convert", "-i", s(&model), "--quant", "i2_s", "-o", s(&i2s)]));

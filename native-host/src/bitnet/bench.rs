@@ -105,5 +105,50 @@ pub fn run(args: Args) -> Result<()> {
         super::peak_rss().unwrap_or(0) as f64 / 1e6,
         bytes as f64 / 1e6
     );
+    // Generation streams every weight once per token: what a plain read of memory allows.
+    let per_token: usize = s
+        .model
+        .blocks
+        .iter()
+        .flat_map(|b| [&b.attn.q, &b.attn.k, &b.attn.v, &b.attn.o, &b.ffn.gate, &b.ffn.up, &b.ffn.down])
+        .map(|l| l.packed().len())
+        .sum::<usize>()
+        + s.model.output.as_ref().unwrap_or(&s.model.embed).data.len();
+    let gbs = read_bandwidth(args.threads);
+    println!(
+        "memory read here: {gbs:.1} GB/s on {} threads; a token reads {:.1} MB of weights, so generation is capped near {:.0} tok/s",
+        args.threads,
+        per_token as f64 / 1e6,
+        gbs * 1e9 / per_token as f64
+    );
     Ok(())
+}
+
+/// GB/s of a plain streaming read of 256 MiB (beyond any cache) on `threads` threads, best of 3.
+fn read_bandwidth(threads: usize) -> f64 {
+    let buf = vec![1u64; 32 << 20];
+    let chunk = buf.len().div_ceil(threads.max(1));
+    let mut best = 0.0f64;
+    for _ in 0..3 {
+        let t = Instant::now();
+        let total: u64 = std::thread::scope(|sc| {
+            let handles: Vec<_> = buf
+                .chunks(chunk)
+                .map(|c| {
+                    sc.spawn(move || {
+                        c.chunks_exact(8).fold([0u64; 8], |mut a, x| {
+                            for (a, x) in a.iter_mut().zip(x) {
+                                *a = a.wrapping_add(*x);
+                            }
+                            a
+                        })
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().map(|a| a.iter().sum::<u64>()).unwrap_or(0)).sum()
+        });
+        std::hint::black_box(total);
+        best = best.max((buf.len() * 8) as f64 / t.elapsed().as_secs_f64() / 1e9);
+    }
+    best
 }
