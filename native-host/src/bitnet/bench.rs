@@ -55,33 +55,23 @@ pub fn run(args: Args) -> Result<()> {
     let mut results = Vec::new();
     if args.n_prompt > 0 {
         let prompt = tokens(args.n_prompt);
-        let mut rates = Vec::new();
-        for rep in 0..=args.reps {
-            s.cache.clear();
-            let t = Instant::now();
+        let rates = timed(&mut s, args.reps, args.n_prompt, |s| {
             let ex = Exec::best(&s.pool);
             for chunk in prompt.chunks(args.batch) {
                 s.model.forward(chunk, &mut s.cache, &ex, Logits::Last)?;
             }
-            if rep > 0 {
-                rates.push(args.n_prompt as f64 / t.elapsed().as_secs_f64());
-            }
-        }
+            Ok(())
+        })?;
         results.push((format!("pp{}", args.n_prompt), rates));
     }
     if args.n_gen > 0 {
         let gen = tokens(args.n_gen);
-        let mut rates = Vec::new();
-        for rep in 0..=args.reps {
-            s.cache.clear();
-            let t = Instant::now();
+        let rates = timed(&mut s, args.reps, args.n_gen, |s| {
             for &token in &gen {
                 s.step(token)?;
             }
-            if rep > 0 {
-                rates.push(args.n_gen as f64 / t.elapsed().as_secs_f64());
-            }
-        }
+            Ok(())
+        })?;
         results.push((format!("tg{}", args.n_gen), rates));
     }
     let model_name = format!("bitnet {:.0}M {quant}", params as f64 / 1e6);
@@ -122,6 +112,26 @@ pub fn run(args: Args) -> Result<()> {
         gbs * 1e9 / per_token as f64
     );
     Ok(())
+}
+
+/// Tokens per second of `reps` runs of `f` (`tokens` each) from an empty cache, after one
+/// uncounted warm-up run.
+fn timed(
+    s: &mut Session,
+    reps: usize,
+    tokens: usize,
+    mut f: impl FnMut(&mut Session) -> Result<()>,
+) -> Result<Vec<f64>> {
+    let mut rates = Vec::new();
+    for rep in 0..=reps {
+        s.cache.clear();
+        let t = Instant::now();
+        f(s)?;
+        if rep > 0 {
+            rates.push(tokens as f64 / t.elapsed().as_secs_f64());
+        }
+    }
+    Ok(rates)
 }
 
 /// GB/s of a plain streaming read of 256 MiB (beyond any cache) on `threads` threads, best of 3.

@@ -176,20 +176,8 @@ impl Linear {
                     w.gemv_acc_rows_summed(&acts[j].q, sums[j], backend, row0, acc).map(|()| acts[j].scale)
                 })?
             }
-            Linear::Tl1(w) => {
-                let tables = xs.chunks_exact(k).map(|x| w.tables(x)).collect::<Result<Vec<_>, _>>()?;
-                blocks(&|j, row0, acc| {
-                    w.acc_tiles(&tables[j], backend, row0 / block..row0 / block + 1, acc)
-                        .map(|()| Tl1Matrix::act_scale(&tables[j]))
-                })?
-            }
-            Linear::Tl2(w) => {
-                let tables = xs.chunks_exact(k).map(|x| w.tables(x)).collect::<Result<Vec<_>, _>>()?;
-                blocks(&|j, row0, acc| {
-                    w.acc_tiles(&tables[j], backend, row0 / block..row0 / block + 1, acc)
-                        .map(|()| Tl2Matrix::act_scale(&tables[j]))
-                })?
-            }
+            Linear::Tl1(w) => lut_blocks(w, xs, backend, &mut blocks)?,
+            Linear::Tl2(w) => lut_blocks(w, xs, backend, &mut blocks)?,
         }
         if n > 1 {
             for (b, part) in work.chunks_exact(block * n).enumerate() {
@@ -213,4 +201,19 @@ impl Linear {
             }
         }
     }
+}
+
+/// A LUT format's part of [`Linear::forward`]: every activation row's tables, then each block of
+/// `bm_tile` rows (one tile) through `blocks`.
+fn lut_blocks<L: LutMatrix>(
+    w: &L,
+    xs: &[f32],
+    backend: Backend,
+    blocks: &mut dyn FnMut(&AccOf) -> Result<(), BitnetError>,
+) -> Result<(), BitnetError> {
+    let (k, tile) = (w.shape().1, w.bm_tile());
+    let tables = xs.chunks_exact(k).map(|x| w.tables(x)).collect::<Result<Vec<_>, _>>()?;
+    blocks(&|j, row0, acc| {
+        w.acc_tiles(&tables[j], backend, row0 / tile..row0 / tile + 1, acc).map(|()| L::act_scale(&tables[j]))
+    })
 }
