@@ -124,6 +124,8 @@ impl I2sMatrix {
         if first_row + acc.len() > self.rows {
             return Err(BitnetError::Length { what: "rows", expected: self.rows, got: first_row + acc.len() });
         }
+        // Rows done four at a time (AVX2 only); the rest one by one.
+        #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
         let mut done = 0;
         #[cfg(target_arch = "x86_64")]
         if backend == Backend::Avx2 && self.layout == I2sLayout::X86 && backend.is_available() {

@@ -276,6 +276,7 @@ mod x86 {
     }
 
     /// F32 → F16 (round to nearest even) → F32, eight at a time.
+    #[cfg(feature = "std")]
     #[target_feature(enable = "avx,f16c")]
     pub unsafe fn round_to_f16(v: &mut [f32]) {
         let mut chunks = v.chunks_exact_mut(8);
