@@ -99,6 +99,7 @@ fn bad_models_and_arguments_are_named() {
             "I2_S, TL1 or TL2",
         ),
         (vec!["bench".into(), "-m".into(), format!("{FIXTURE}/tiny.i2_s.gguf"), "-r".into(), "0".into()], "-r 0"),
+        (vec!["run".into(), "-m".into(), format!("{FIXTURE}/tiny.i2_s.gguf"), "-c".into(), "0".into()], "-c 0"),
     ];
     for (args, want) in cases {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
