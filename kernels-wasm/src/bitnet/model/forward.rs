@@ -53,11 +53,16 @@ impl<'a> Exec<'a> {
     }
 
     fn linear(&self, w: &Linear, xs: &[f32], out: &mut [f32]) -> Result<(), crate::bitnet::BitnetError> {
+        self.linears(&[w], xs, &mut [out])
+    }
+
+    /// Matrices that read the same input, in one pass ([`Linear::forward_many`]).
+    fn linears(&self, ws: &[&Linear], xs: &[f32], outs: &mut [&mut [f32]]) -> Result<(), crate::bitnet::BitnetError> {
         if self.reference {
-            w.forward_f32(xs, out);
+            ws.iter().zip(outs.iter_mut()).for_each(|(w, o)| w.forward_f32(xs, o));
             Ok(())
         } else {
-            w.forward(xs, self.backend, self.par, out)
+            Linear::forward_many(ws, xs, self.backend, self.par, outs)
         }
     }
 }
@@ -162,9 +167,7 @@ impl Attention {
         let (dim, kv_dim) = (self.heads * hd, self.kv_heads * hd);
         let n = xs.len() / self.q.shape().1;
         let (mut q, mut k, mut v) = (vec![0.0; n * dim], vec![0.0; n * kv_dim], vec![0.0; n * kv_dim]);
-        ex.linear(&self.q, xs, &mut q)?;
-        ex.linear(&self.k, xs, &mut k)?;
-        ex.linear(&self.v, xs, &mut v)?;
+        ex.linears(&[&self.q, &self.k, &self.v], xs, &mut [&mut q, &mut k, &mut v])?;
         for i in 0..n {
             self.rope.forward(&mut q[i * dim..(i + 1) * dim], start + i);
             self.rope.forward(&mut k[i * kv_dim..(i + 1) * kv_dim], start + i);
@@ -230,8 +233,7 @@ impl Ffn {
         let n = xs.len() / self.up.shape().1;
         let hidden = self.up.shape().0;
         let (mut gate, mut up) = (vec![0.0; n * hidden], vec![0.0; n * hidden]);
-        ex.linear(&self.up, xs, &mut up)?;
-        ex.linear(&self.gate, xs, &mut gate)?;
+        ex.linears(&[&self.up, &self.gate], xs, &mut [&mut up, &mut gate])?;
         for (g, u) in gate.iter_mut().zip(&up) {
             // SiLU (ggml computes its own exp approximation too), then the product with the up
             // projection.

@@ -60,9 +60,9 @@ impl Quant {
     }
 }
 
-/// The accumulators of activation row j on the weight block at row0 (and that row's
+/// The accumulators of activation row j on matrix i's weight block at row0 (and that row's
 /// activation scale).
-type AccOf<'a> = dyn Fn(usize, usize, &mut [i32]) -> Result<f32, BitnetError> + Sync + 'a;
+type AccOf<'a> = dyn Fn(usize, usize, usize, &mut [i32]) -> Result<f32, BitnetError> + Sync + 'a;
 
 /// Weight rows per work unit of I2_S (a block of rows is read once for all activation rows).
 const I2S_ROWS: usize = 32;
@@ -144,45 +144,92 @@ impl Linear {
         par: &dyn Parallel,
         out: &mut [f32],
     ) -> Result<(), BitnetError> {
-        let (m, k) = self.shape();
+        Self::forward_many(&[self], xs, backend, par, &mut [out])
+    }
+
+    /// What the activation rows are prepared into depends on (format, K, TL2's `three_k`).
+    fn preparation(&self) -> (Quant, usize, usize) {
+        let three_k = if let Linear::Tl2(m) = self { m.geometry.three_k } else { 0 };
+        (self.quant(), self.shape().1, three_k)
+    }
+
+    /// `outs[i] (n × M_i) = xs (n × K) · W_iᵀ` for matrices that read the same input (q, k, v;
+    /// gate, up): the rows are quantised (or their tables built) once, and one hand-out to the
+    /// threads covers every matrix's blocks. Matrices that differ in format, K or block size
+    /// are run one after another.
+    pub fn forward_many(
+        ws: &[&Linear],
+        xs: &[f32],
+        backend: Backend,
+        par: &dyn Parallel,
+        outs: &mut [&mut [f32]],
+    ) -> Result<(), BitnetError> {
+        let Some(first) = ws.first() else { return Ok(()) };
+        let (k, block) = (first.shape().1, first.block());
         let n = xs.len() / k;
         crate::bitnet::quant::check_len("activations (whole rows of K)", n * k, xs.len())?;
-        crate::bitnet::quant::check_len("outputs (n rows of M)", n * m, out.len())?;
-        let block = self.block();
-        // Block b of weight rows fills `[b·block·n, (b+1)·block·n)` of the work buffer as n runs
-        // of `block` outputs; with one activation row that is exactly `out`.
-        let mut work = if n == 1 { Vec::new() } else { vec![0.0f32; n * m] };
-        let buf: &mut [f32] = if n == 1 { out } else { &mut work };
+        crate::bitnet::quant::check_len("outputs (one per matrix)", ws.len(), outs.len())?;
+        for (w, o) in ws.iter().zip(outs.iter()) {
+            crate::bitnet::quant::check_len("outputs (n rows of M)", n * w.shape().0, o.len())?;
+        }
+        if ws.iter().any(|w| w.preparation() != first.preparation() || w.block() != block) {
+            for (w, o) in ws.iter().zip(outs.iter_mut()) {
+                Self::forward_many(&[w], xs, backend, par, &mut [o])?;
+            }
+            return Ok(());
+        }
+        // Block g (of all matrices' blocks, matrix after matrix) fills `[g·block·n, (g+1)·block·n)`
+        // of the work buffer as n runs of `block` outputs; for one matrix and one activation
+        // row that is exactly its output.
+        let mut starts = alloc::vec![0usize];
+        for w in ws {
+            starts.push(starts[starts.len() - 1] + w.shape().0 / block);
+        }
+        let total = starts[ws.len()];
+        let direct = ws.len() == 1 && n == 1;
+        let mut work = if direct { Vec::new() } else { vec![0.0f32; total * block * n] };
+        let buf: &mut [f32] = if direct { &mut *outs[0] } else { &mut work };
         let mut blocks = |acc_of: &AccOf| {
             par.split(buf, block * n, &|first, chunk| {
                 let mut acc = vec![0i32; block];
                 for (b, part) in chunk.chunks_exact_mut(block * n).enumerate() {
+                    let g = first + b;
+                    let i = starts.partition_point(|&s| s <= g) - 1;
                     for (j, o) in part.chunks_exact_mut(block).enumerate() {
-                        let act_scale = acc_of(j, (first + b) * block, &mut acc)?;
-                        dequantize_into(o, &acc, act_scale, self.scale());
+                        let act_scale = acc_of(i, j, (g - starts[i]) * block, &mut acc)?;
+                        dequantize_into(o, &acc, act_scale, ws[i].scale());
                     }
                 }
                 Ok(())
             })
         };
-        match self {
-            Linear::I2s(w) => {
-                let acts = xs
-                    .chunks_exact(k)
-                    .map(|x| quantize_activations(x, Rounding::HalfEven))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let sums: Vec<i32> = acts.iter().map(|a| crate::bitnet::i2s::q_sum(&a.q)).collect();
-                blocks(&|j, row0, acc| {
-                    w.gemv_acc_rows_summed(&acts[j].q, sums[j], backend, row0, acc).map(|()| acts[j].scale)
-                })?
-            }
-            Linear::Tl1(w) => lut_blocks(w, xs, backend, &mut blocks)?,
-            Linear::Tl2(w) => lut_blocks(w, xs, backend, &mut blocks)?,
+        let i2s: Vec<&I2sMatrix> =
+            ws.iter().filter_map(|w| if let Linear::I2s(m) = w { Some(m) } else { None }).collect();
+        let tl1: Vec<&Tl1Matrix> =
+            ws.iter().filter_map(|w| if let Linear::Tl1(m) = w { Some(m) } else { None }).collect();
+        let tl2: Vec<&Tl2Matrix> =
+            ws.iter().filter_map(|w| if let Linear::Tl2(m) = w { Some(m) } else { None }).collect();
+        if i2s.len() == ws.len() {
+            let acts = xs
+                .chunks_exact(k)
+                .map(|x| quantize_activations(x, Rounding::HalfEven))
+                .collect::<Result<Vec<_>, _>>()?;
+            let sums: Vec<i32> = acts.iter().map(|a| crate::bitnet::i2s::q_sum(&a.q)).collect();
+            blocks(&|i, j, row0, acc| {
+                i2s[i].gemv_acc_rows_summed(&acts[j].q, sums[j], backend, row0, acc).map(|()| acts[j].scale)
+            })?
+        } else if tl1.len() == ws.len() {
+            lut_blocks(&tl1, xs, backend, &mut blocks)?
+        } else {
+            lut_blocks(&tl2, xs, backend, &mut blocks)?
         }
-        if n > 1 {
-            for (b, part) in work.chunks_exact(block * n).enumerate() {
-                for (j, o) in part.chunks_exact(block).enumerate() {
-                    out[j * m + b * block..][..block].copy_from_slice(o);
+        if !direct {
+            for g in 0..total {
+                let i = starts.partition_point(|&s| s <= g) - 1;
+                let m = ws[i].shape().0;
+                for j in 0..n {
+                    outs[i][j * m + (g - starts[i]) * block..][..block]
+                        .copy_from_slice(&work[(g * n + j) * block..][..block]);
                 }
             }
         }
@@ -203,17 +250,19 @@ impl Linear {
     }
 }
 
-/// A LUT format's part of [`Linear::forward`]: every activation row's tables, then each block of
-/// `bm_tile` rows (one tile) through `blocks`.
+/// A LUT format's part of [`Linear::forward_many`]: every activation row's tables (built once:
+/// the matrices share K and the split of K), then each block of `bm_tile` rows (one tile)
+/// through `blocks`.
 fn lut_blocks<L: LutMatrix>(
-    w: &L,
+    ws: &[&L],
     xs: &[f32],
     backend: Backend,
     blocks: &mut dyn FnMut(&AccOf) -> Result<(), BitnetError>,
 ) -> Result<(), BitnetError> {
-    let (k, tile) = (w.shape().1, w.bm_tile());
-    let tables = xs.chunks_exact(k).map(|x| w.tables(x)).collect::<Result<Vec<_>, _>>()?;
-    blocks(&|j, row0, acc| {
-        w.acc_tiles(&tables[j], backend, row0 / tile..row0 / tile + 1, acc).map(|()| L::act_scale(&tables[j]))
+    let Some(first) = ws.first() else { return Ok(()) };
+    let (k, tile) = (first.shape().1, first.bm_tile());
+    let tables = xs.chunks_exact(k).map(|x| first.tables(x)).collect::<Result<Vec<_>, _>>()?;
+    blocks(&|i, j, row0, acc| {
+        ws[i].acc_tiles(&tables[j], backend, row0 / tile..row0 / tile + 1, acc).map(|()| L::act_scale(&tables[j]))
     })
 }

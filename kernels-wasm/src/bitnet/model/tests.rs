@@ -356,3 +356,28 @@ fn the_simd_output_layer_gives_the_scalar_bits() {
         assert_eq!(a[3].to_bits(), want.to_bits());
     }
 }
+
+#[test]
+fn matrices_sharing_an_input_give_in_one_pass_what_each_gives_alone() {
+    let mut rng = crate::bitnet::random::Rng::new(3);
+    // Different heights (as q and a GQA k, or gate and up), the same K.
+    let ts = [rng.ternary(256, 256), rng.ternary(128, 256), rng.ternary(512, 256)];
+    for quant in Quant::ALL {
+        let ws: Vec<Linear> = ts.iter().map(|t| Linear::pack(t, quant).unwrap()).collect();
+        // And a list that mixes formats, which runs matrix by matrix.
+        let other = Linear::pack(&ts[1], if quant == Quant::I2s { Quant::Tl1 } else { Quant::I2s }).unwrap();
+        for list in [vec![&ws[0], &ws[1], &ws[2]], vec![&ws[0], &other]] {
+            for n in [1, 3] {
+                let xs = rng.f32s(n * 256, 2.0);
+                let mut outs: Vec<Vec<f32>> = list.iter().map(|w| vec![0.0; n * w.shape().0]).collect();
+                let mut refs: Vec<&mut [f32]> = outs.iter_mut().map(|o| o.as_mut_slice()).collect();
+                Linear::forward_many(&list, &xs, Backend::best(), &Single, &mut refs).unwrap();
+                for (w, got) in list.iter().zip(&outs) {
+                    let mut want = vec![0.0; n * w.shape().0];
+                    w.forward(&xs, Backend::Scalar, &Single, &mut want).unwrap();
+                    assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "{quant:?}, {n} rows");
+                }
+            }
+        }
+    }
+}
