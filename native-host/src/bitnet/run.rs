@@ -71,6 +71,9 @@ impl Session {
 
     /// Feeds `tokens` in batches; the logits of the last one.
     pub fn prefill(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        if tokens.is_empty() {
+            bail!("the prompt is empty and this model adds no BOS token: nothing to continue from");
+        }
         let ex = Exec::best(&self.pool);
         let mut logits = Vec::new();
         for chunk in tokens.chunks(PROMPT_BATCH) {

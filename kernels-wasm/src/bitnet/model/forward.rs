@@ -278,6 +278,9 @@ impl Model {
     pub fn forward(&self, tokens: &[u32], cache: &mut Cache, ex: &Exec, which: Logits) -> Result<Vec<f32>, ModelError> {
         let c = &self.config;
         let (n, start) = (tokens.len(), cache.len);
+        if n == 0 {
+            return Err(ModelError::NoTokens);
+        }
         if start + n > cache.context {
             return Err(ModelError::Context { pos: start + n, context: cache.context });
         }

@@ -203,25 +203,30 @@ impl Linear {
                 Ok(())
             })
         };
-        let i2s: Vec<&I2sMatrix> =
-            ws.iter().filter_map(|w| if let Linear::I2s(m) = w { Some(m) } else { None }).collect();
-        let tl1: Vec<&Tl1Matrix> =
-            ws.iter().filter_map(|w| if let Linear::Tl1(m) = w { Some(m) } else { None }).collect();
-        let tl2: Vec<&Tl2Matrix> =
-            ws.iter().filter_map(|w| if let Linear::Tl2(m) = w { Some(m) } else { None }).collect();
-        if i2s.len() == ws.len() {
-            let acts = xs
-                .chunks_exact(k)
-                .map(|x| quantize_activations(x, Rounding::HalfEven))
-                .collect::<Result<Vec<_>, _>>()?;
-            let sums: Vec<i32> = acts.iter().map(|a| crate::bitnet::i2s::q_sum(&a.q)).collect();
-            blocks(&|i, j, row0, acc| {
-                i2s[i].gemv_acc_rows_summed(&acts[j].q, sums[j], backend, row0, acc).map(|()| acts[j].scale)
-            })?
-        } else if tl1.len() == ws.len() {
-            lut_blocks(&tl1, xs, backend, &mut blocks)?
-        } else {
-            lut_blocks(&tl2, xs, backend, &mut blocks)?
+        // Every matrix has the first one's format (checked above): collect that variant only.
+        match first.quant() {
+            Quant::I2s => {
+                let i2s: Vec<&I2sMatrix> =
+                    ws.iter().filter_map(|w| if let Linear::I2s(m) = w { Some(m) } else { None }).collect();
+                let acts = xs
+                    .chunks_exact(k)
+                    .map(|x| quantize_activations(x, Rounding::HalfEven))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let sums: Vec<i32> = acts.iter().map(|a| crate::bitnet::i2s::q_sum(&a.q)).collect();
+                blocks(&|i, j, row0, acc| {
+                    i2s[i].gemv_acc_rows_summed(&acts[j].q, sums[j], backend, row0, acc).map(|()| acts[j].scale)
+                })?
+            }
+            Quant::Tl1 => {
+                let tl1: Vec<&Tl1Matrix> =
+                    ws.iter().filter_map(|w| if let Linear::Tl1(m) = w { Some(m) } else { None }).collect();
+                lut_blocks(&tl1, xs, backend, &mut blocks)?
+            }
+            Quant::Tl2 => {
+                let tl2: Vec<&Tl2Matrix> =
+                    ws.iter().filter_map(|w| if let Linear::Tl2(m) = w { Some(m) } else { None }).collect();
+                lut_blocks(&tl2, xs, backend, &mut blocks)?
+            }
         }
         if !direct {
             for g in 0..total {

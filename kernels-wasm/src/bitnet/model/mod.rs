@@ -52,6 +52,8 @@ pub enum ModelError {
     Kernel { name: String, source: BitnetError },
     #[error("{0}")]
     Kernels(#[from] BitnetError),
+    #[error("no tokens to run")]
+    NoTokens,
     #[error("position {pos} is beyond the context of {context} tokens")]
     Context { pos: usize, context: usize },
     #[error("token id {id} is outside the vocabulary of {vocab}")]

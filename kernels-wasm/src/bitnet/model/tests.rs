@@ -314,6 +314,7 @@ fn bad_files_are_refused_naming_what_is_wrong() {
     assert_eq!(e, ModelError::Token { id: 999, vocab: 300 });
     let e = m.forward(&[1; 5], &mut cache, &scalar(), Logits::Last).unwrap_err();
     assert_eq!(e, ModelError::Context { pos: 5, context: 4 });
+    assert_eq!(m.forward(&[], &mut cache, &scalar(), Logits::Last).unwrap_err(), ModelError::NoTokens);
 }
 
 #[test]
