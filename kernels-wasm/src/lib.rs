@@ -15,6 +15,7 @@
 extern crate alloc;
 
 pub mod bitnet;
+pub mod esp32;
 pub mod gguf;
 pub mod protocol;
 pub mod qwen3;

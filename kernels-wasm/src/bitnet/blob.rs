@@ -3,7 +3,9 @@
 
 use alloc::vec::Vec;
 use core::fmt;
-use core::ops::{Deref, Range};
+use core::ops::Deref;
+#[cfg(target_has_atomic = "ptr")]
+use core::ops::Range;
 
 /// A shared, read-only byte buffer (a memory map, or a whole file read into memory).
 #[cfg(target_has_atomic = "ptr")]
@@ -27,6 +29,19 @@ impl Blob {
     pub fn shared(data: Shared, range: Range<usize>) -> Option<Blob> {
         let len = (*data).as_ref().len();
         (range.start <= range.end && range.end <= len).then_some(Blob(Inner::Shared(data, range)))
+    }
+
+    /// The first `len` bytes, or `None` if there are fewer.
+    pub fn prefix(self, len: usize) -> Option<Blob> {
+        match self.0 {
+            Inner::Owned(mut v) if len <= v.len() => {
+                v.truncate(len);
+                Some(Blob(Inner::Owned(v)))
+            }
+            #[cfg(target_has_atomic = "ptr")]
+            Inner::Shared(d, r) if len <= r.len() => Some(Blob(Inner::Shared(d, r.start..r.start + len))),
+            _ => None,
+        }
     }
 
     /// Whether the bytes live in a shared buffer (not copied).

@@ -15,6 +15,7 @@
 
 mod decode;
 pub mod ebpf;
+pub mod esp32;
 
 pub use decode::DecodeError;
 

@@ -132,8 +132,23 @@ pub struct Cache {
 
 impl Cache {
     pub fn new(c: &Config, context: usize) -> Cache {
+        Cache::for_layers(c, c.layers, context)
+    }
+
+    /// A cache for `layers` blocks of a model shaped `c` (an ESP32 node holds a few).
+    pub fn for_layers(c: &Config, layers: usize, context: usize) -> Cache {
         let size = context * c.kv_dim();
-        Cache { k: vec![vec![0.0; size]; c.layers], v: vec![vec![0.0; size]; c.layers], len: 0, context }
+        Cache { k: vec![vec![0.0; size]; layers], v: vec![vec![0.0; size]; layers], len: 0, context }
+    }
+
+    /// Keys and values of the cache's block `b`.
+    pub fn layer(&mut self, b: usize) -> (&mut [f32], &mut [f32]) {
+        (&mut self.k[b], &mut self.v[b])
+    }
+
+    /// Bytes the cache holds.
+    pub fn bytes(&self) -> usize {
+        self.k.iter().chain(&self.v).map(|l| l.len() * 4).sum()
     }
 
     pub fn clear(&mut self) {
@@ -254,6 +269,29 @@ pub struct Block {
     pub ffn: Ffn,
 }
 
+impl Block {
+    /// Runs rows `x` (positions `start..`) through the block in place; their keys and values
+    /// join this block's cache.
+    pub fn forward(
+        &self,
+        x: &mut [f32],
+        start: usize,
+        k_cache: &mut [f32],
+        v_cache: &mut [f32],
+        ex: &Exec,
+    ) -> Result<(), ModelError> {
+        let mut h = x.to_vec();
+        self.attn_norm.forward(&mut h);
+        let a = self.attn.forward(&h, start, k_cache, v_cache, ex)?;
+        x.iter_mut().zip(&a).for_each(|(x, a)| *x += a);
+        let mut h = x.to_vec();
+        self.ffn_norm.forward(&mut h);
+        let f = self.ffn.forward(&h, ex)?;
+        x.iter_mut().zip(&f).for_each(|(x, f)| *x += f);
+        Ok(())
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Model {
     pub config: Config,
@@ -276,32 +314,41 @@ impl Model {
     /// Runs `tokens` at the cache's next positions and returns the logits of the last one (or of
     /// every one), `vocab` values each.
     pub fn forward(&self, tokens: &[u32], cache: &mut Cache, ex: &Exec, which: Logits) -> Result<Vec<f32>, ModelError> {
-        let c = &self.config;
         let (n, start) = (tokens.len(), cache.len);
-        if n == 0 {
-            return Err(ModelError::NoTokens);
-        }
         if start + n > cache.context {
             return Err(ModelError::Context { pos: start + n, context: cache.context });
         }
-        let mut x = vec![0.0f32; n * c.dim];
+        let mut x = self.embed(tokens)?;
+        for (b, block) in self.blocks.iter().enumerate() {
+            block.forward(&mut x, start, &mut cache.k[b], &mut cache.v[b], ex)?;
+        }
+        cache.len = start + n;
+        self.head(&mut x, ex, which)
+    }
+
+    /// The embedding rows of `tokens`, `dim` values each.
+    pub fn embed(&self, tokens: &[u32]) -> Result<Vec<f32>, ModelError> {
+        let c = &self.config;
+        if tokens.is_empty() {
+            return Err(ModelError::NoTokens);
+        }
+        let mut x = vec![0.0f32; tokens.len() * c.dim];
         for (&t, row) in tokens.iter().zip(x.chunks_exact_mut(c.dim)) {
             if t as usize >= self.embed.rows {
                 return Err(ModelError::Token { id: t as usize, vocab: self.embed.rows });
             }
             self.embed.row(t as usize, row);
         }
-        for (b, block) in self.blocks.iter().enumerate() {
-            let mut h = x.clone();
-            block.attn_norm.forward(&mut h);
-            let a = block.attn.forward(&h, start, &mut cache.k[b], &mut cache.v[b], ex)?;
-            x.iter_mut().zip(&a).for_each(|(x, a)| *x += a);
-            let mut h = x.clone();
-            block.ffn_norm.forward(&mut h);
-            let f = block.ffn.forward(&h, ex)?;
-            x.iter_mut().zip(&f).for_each(|(x, f)| *x += f);
+        Ok(x)
+    }
+
+    /// The logits of rows `x` after the last block (of the last row, or of every one).
+    pub fn head(&self, x: &mut [f32], ex: &Exec, which: Logits) -> Result<Vec<f32>, ModelError> {
+        let c = &self.config;
+        let n = x.len() / c.dim;
+        if n == 0 {
+            return Err(ModelError::NoTokens);
         }
-        cache.len = start + n;
         let rows = match which {
             Logits::Last => &mut x[(n - 1) * c.dim..],
             Logits::All => &mut x[..],

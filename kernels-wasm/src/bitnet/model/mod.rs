@@ -13,11 +13,13 @@
 //! - [`par`]: how a layer's rows are shared out (one thread, or the [`super::pool::Pool`]).
 //! - [`forward`]: the model, one struct per layer, with its KV cache.
 //! - [`load`] / [`write`]: GGUF in and out (weights stay in the file's memory map).
+//! - [`build`]: layers from their tensors, wherever the bytes are (a file, a node's buffers).
 //! - [`tokenizer`]: the SentencePiece BPE (`tokenizer.ggml.model = llama`) of llama.cpp.
 //! - [`convert`]: f32/f16 weights to ternary, as bitnet.cpp's converter does.
 //! - [`sample`]: greedy and temperature sampling.
 //! - [`dummy`]: deterministic random models of the dummy layouts.
 
+pub mod build;
 pub mod config;
 pub mod convert;
 pub mod dummy;

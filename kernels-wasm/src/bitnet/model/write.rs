@@ -4,9 +4,9 @@
 //! [`tensors`] lists a model's tensors, [`plan`] gives the header for them, and [`stream`]
 //! encodes each tensor when its turn comes.
 
+use super::build::block_tensor;
 use super::config::Config;
 use super::linear::{Linear, Quant};
-use super::load::block_tensor;
 use crate::bitnet::quant::TernaryMatrix;
 use crate::bitnet::BitnetError;
 use crate::gguf::{f32_to_f16, write, GgmlType, Value};
