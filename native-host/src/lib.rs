@@ -5,12 +5,14 @@
 //! - [`probe`]: what this machine can do (eBPF, clang-19), reported in the hello.
 //! - [`files`]: the only way the bridge opens files: inside the models directory or `assets/`.
 //! - [`bitnet`]: `native-host bitnet …`: kernel bench, dummy models, convert, run, bench.
+//! - [`esp32`]: `native-host esp32 node|run`: BitNet blocks across ESP32-S3 nodes (emulated or on serial).
 //! - [`qwengpu`]: `native-host qwengpu compile`: CUDA → PTX → qwenGPU machine blocks.
 //! - [`token`]: the session token the page must present.
 
 pub mod bitnet;
 pub mod bridge;
 pub mod ebpf;
+pub mod esp32;
 pub mod files;
 pub mod probe;
 pub mod qwengpu;

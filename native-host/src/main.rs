@@ -27,9 +27,21 @@ enum Command {
     /// qwen3-ebpf: Qwen3 operators as verified BPF programs in this machine's kernel.
     #[command(subcommand)]
     Ebpf(EbpfCommand),
+    /// ESP32-S3 cluster: BitNet blocks split across microcontroller nodes (emulated or on serial).
+    #[command(subcommand)]
+    Esp32(Esp32Command),
     /// qwenGPU: the 4-lane SIMT machine.
     #[command(subcommand)]
     Qwengpu(QwengpuCommand),
+}
+
+#[derive(Subcommand)]
+enum Esp32Command {
+    /// An emulated node: the node program behind a TCP port, in its memory budget, its link
+    /// slowed to the modelled UART.
+    Node(native_host::esp32::node::Args),
+    /// Plan, load and run a model across nodes (started here, or at the given addresses).
+    Run(native_host::esp32::run::Args),
 }
 
 #[derive(Subcommand)]
@@ -96,6 +108,8 @@ async fn main() -> Result<()> {
         Command::Ebpf(EbpfCommand::Bench(args)) => native_host::ebpf::op_bench::run_model(args),
         Command::Ebpf(EbpfCommand::Run(args)) => native_host::ebpf::cli::run(args),
         Command::Ebpf(EbpfCommand::GenModel(args)) => native_host::ebpf::cli::gen_model(args),
+        Command::Esp32(Esp32Command::Node(args)) => native_host::esp32::node::run(args),
+        Command::Esp32(Esp32Command::Run(args)) => native_host::esp32::run::run(args),
         Command::Qwengpu(QwengpuCommand::Compile(args)) => native_host::qwengpu::compile(args),
         Command::Qwengpu(QwengpuCommand::Bench(args)) => native_host::qwengpu::bench::run(args),
         Command::Probe => {

@@ -26,6 +26,16 @@ pub trait Link {
     fn recv(&mut self, wait_ms: u32, into: &mut Vec<u8>) -> Result<usize, LinkError>;
 }
 
+impl<L: Link + ?Sized> Link for alloc::boxed::Box<L> {
+    fn send(&mut self, bytes: &[u8]) -> Result<(), LinkError> {
+        (**self).send(bytes)
+    }
+
+    fn recv(&mut self, wait_ms: u32, into: &mut Vec<u8>) -> Result<usize, LinkError> {
+        (**self).recv(wait_ms, into)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LinkError {
     #[error("closed the connection")]
@@ -322,7 +332,7 @@ impl<L: Link> Cluster<L> {
                 max_rows: rows.min(u32::MAX as u64) as u32,
             });
         }
-        on(Esp32Event::Plan { model: String::new(), layers: c.layers as u32, nodes: plans });
+        on(Esp32Event::Plan { model: String::new(), prompt: String::new(), layers: c.layers as u32, nodes: plans });
         for i in 0..self.peers.len() {
             let r = self.ranges[i].clone();
             if r.is_empty() {
@@ -445,7 +455,12 @@ impl<L: Link> Cluster<L> {
             tokens.push(id);
             let piece = model.tokenizer.as_ref().map(|t| t.piece(id)).unwrap_or_default();
             text.extend_from_slice(&piece);
-            on(Esp32Event::Token { index: i as u32, id, text: String::from_utf8_lossy(&piece).to_string() });
+            on(Esp32Event::Token {
+                index: i as u32,
+                id,
+                text: String::from_utf8_lossy(&piece).to_string(),
+                bytes: piece,
+            });
             if i + 1 == n {
                 break;
             }

@@ -224,6 +224,12 @@ fn u64s<const N: usize>(r: &mut Reader, what: &'static str) -> Result<[u64; N], 
 }
 
 impl Request {
+    /// Whether a command moves weights (assignment, chunk, commit): bulk traffic that a real
+    /// cluster would flash once rather than send every run.
+    pub fn is_load(cmd: u8) -> bool {
+        matches!(cmd, ASSIGN | CHUNK | COMMIT)
+    }
+
     /// The command byte and payload.
     pub fn encode(&self) -> (u8, Vec<u8>) {
         let mut w = Writer::default();

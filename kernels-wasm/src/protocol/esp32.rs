@@ -64,29 +64,16 @@ pub struct Hop {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Esp32Event {
-    Plan {
-        model: String,
-        layers: u32,
-        nodes: Vec<NodePlan>,
-    },
+    /// `prompt`: the prompt as its tokens decode (echoed before the generated text).
+    Plan { model: String, prompt: String, layers: u32, nodes: Vec<NodePlan> },
     /// A node holds its weights (`bytes` sent, the modelled UART time for them).
-    Loaded {
-        node: u32,
-        bytes: u64,
-        link_us: u64,
-        wall_us: u64,
-    },
+    Loaded { node: u32, bytes: u64, link_us: u64, wall_us: u64 },
     /// Positions `pos..pos + rows` went through the pipeline (the prompt in batches, then one
     /// token a step).
-    Step {
-        pos: u32,
-        hops: Vec<Hop>,
-    },
-    Token {
-        index: u32,
-        id: u32,
-        text: String,
-    },
+    Step { pos: u32, hops: Vec<Hop> },
+    /// `bytes`: the token's piece exactly (a piece may be part of a UTF-8 character); `text`:
+    /// the same, lossily decoded.
+    Token { index: u32, id: u32, text: String, bytes: Vec<u8> },
 }
 
 /// The totals of a run. Modelled figures are for the boards; wall figures for this emulation.

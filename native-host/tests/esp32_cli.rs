@@ -1,0 +1,168 @@
+//! `native-host esp32 node | run` end to end, with real node processes on loopback TCP: the
+//! tokens against `bitnet run`, damaged frames, a node that dies, a node that goes silent, and
+//! budgets refused before any weight moves (no timing is asserted).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+
+const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../assets/fixtures/bitnet-cpp/tiny.i2_s.gguf");
+const PROMPT: &str = "The kernel runs the model.";
+
+fn host(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_native-host")).args(args).output().expect("run native-host")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A node process and its address; killed on drop.
+struct NodeProc(Child, String);
+
+impl Drop for NodeProc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn node(extra: &[&str]) -> NodeProc {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_native-host"))
+        .args(["esp32", "node", "--listen", "127.0.0.1:0", "--link", "none"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start a node");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let addr = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| l.strip_prefix("listening on ").map(str::to_string))
+        .expect("the node says where it listens");
+    std::thread::spawn(move || lines.for_each(drop));
+    NodeProc(child, addr)
+}
+
+fn single_machine(n: &str) -> Vec<u8> {
+    let o = host(&["bitnet", "run", "-m", FIXTURE, "-p", PROMPT, "-n", n, "--temp", "0", "-t", "1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    o.stdout
+}
+
+#[test]
+fn a_cluster_of_node_processes_prints_the_single_machines_bytes() {
+    let want = single_machine("24");
+    // Started by the coordinator: the fewest nodes, then one per block; and nodes started apart.
+    for nodes in ["auto", "2"] {
+        let o = host(&["esp32", "run", "-m", FIXTURE, "-p", PROMPT, "-n", "24", "--nodes", nodes, "--link", "none"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(o.stdout, want, "--nodes {nodes}");
+        let err = stderr(&o);
+        assert!(err.contains("modelled") && err.contains("tok/s") && err.contains("(emulated)"), "{err}");
+    }
+    let (a, b) = (node(&[]), node(&["--psram", "300KiB"]));
+    let list = format!("{},tcp://{}", a.1, b.1);
+    let o = host(&["esp32", "run", "-m", FIXTURE, "-p", PROMPT, "-n", "24", "--nodes", &list]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(o.stdout, want);
+}
+
+#[test]
+fn damaged_frames_both_ways_are_resent_and_the_bytes_do_not_change() {
+    let want = single_machine("16");
+    let o = host(&[
+        "esp32",
+        "run",
+        "-m",
+        FIXTURE,
+        "-p",
+        PROMPT,
+        "-n",
+        "16",
+        "--nodes",
+        "2",
+        "--link",
+        "none",
+        "--flip-every",
+        "3",
+        "--node-flip-every",
+        "3",
+        "--resend-ms",
+        "200",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(o.stdout, want);
+    let err = stderr(&o);
+    let resent: u64 = err
+        .lines()
+        .find_map(|l| l.split(" frames resent").next().filter(|_| l.contains("frames resent")))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(resent > 0, "{err}");
+}
+
+#[test]
+fn a_node_that_dies_mid_run_is_named_and_the_output_is_marked_incomplete() {
+    // The first node holds one block, so the second gets the other.
+    let (a, b) = (node(&["--psram", "300KiB"]), node(&["--die-after", "5"]));
+    let o = host(&["esp32", "run", "-m", FIXTURE, "-p", PROMPT, "-n", "20", "--nodes", &format!("{},{}", a.1, b.1)]);
+    let err = stderr(&o);
+    assert!(!o.status.success());
+    assert!(err.contains(&format!("node 1 ({})", b.1)) && err.contains("forward"), "{err}");
+    assert!(err.contains("stopped after") && err.contains("incomplete"), "{err}");
+}
+
+#[test]
+fn a_silent_node_times_out_by_name() {
+    let a = node(&[]);
+    // SIGSTOP: the node keeps its socket open and never answers.
+    unsafe { libc::kill(a.0.id() as i32, libc::SIGSTOP) };
+    let o = host(&[
+        "esp32",
+        "run",
+        "-m",
+        FIXTURE,
+        "-p",
+        PROMPT,
+        "-n",
+        "4",
+        "--nodes",
+        &a.1,
+        "--timeout-ms",
+        "800",
+        "--resend-ms",
+        "200",
+    ]);
+    unsafe { libc::kill(a.0.id() as i32, libc::SIGCONT) };
+    let err = stderr(&o);
+    assert!(!o.status.success() && err.contains(&format!("node 0 ({})", a.1)) && err.contains("no answer"), "{err}");
+}
+
+#[test]
+fn an_assignment_over_budget_is_refused_before_any_weight_moves() {
+    let o = host(&["esp32", "run", "-m", FIXTURE, "-p", PROMPT, "-n", "4", "--nodes", "1", "--psram", "300KiB"]);
+    let err = stderr(&o);
+    assert!(!o.status.success() && err.contains("over budget") && err.contains("more nodes"), "{err}");
+    assert!(!err.contains("loaded"), "{err}");
+    let o = host(&["esp32", "run", "-m", FIXTURE, "-p", PROMPT, "-n", "4", "--nodes", "1", "--sram", "64KiB"]);
+    let err = stderr(&o);
+    assert!(!o.status.success() && err.contains("SRAM") && err.contains("64.0 KiB"), "{err}");
+}
+
+#[test]
+fn bad_arguments_are_named() {
+    for (args, want) in [
+        (&["--nodes", "nohost"][..], "HOST:PORT"),
+        (&["--link", "fast"][..], "uart:921600"),
+        (&["--psram", "lots"][..], "8MiB"),
+        (&["--nodes", "0"][..], "1 to 64"),
+    ] {
+        let mut a = vec!["esp32", "run", "-m", FIXTURE, "-p", PROMPT];
+        a.extend_from_slice(args);
+        let o = host(&a);
+        assert!(!o.status.success() && stderr(&o).contains(want), "{args:?}: {}", stderr(&o));
+    }
+    let o = host(&["esp32", "run", "-m", "/nonexistent.gguf"]);
+    assert!(!o.status.success() && stderr(&o).contains("/nonexistent.gguf"));
+}
