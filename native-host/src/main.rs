@@ -171,6 +171,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         capabilities,
         host_version: version.to_string(),
         ebpf_run: Default::default(),
+        esp32_run: Default::default(),
     };
     tokio::select! {
         () = bridge::serve(listener, config) => {}

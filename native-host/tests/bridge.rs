@@ -694,3 +694,79 @@ async fn a_text_prompt_runs_on_the_real_model() {
     assert_eq!(pieces.concat(), "The capital of France is");
     assert!(text.starts_with(" Paris"), "{text:?}");
 }
+
+#[tokio::test]
+async fn esp32_runs_stream_the_plan_the_steps_and_the_single_machines_tokens() {
+    use kernels_wasm::bitnet::model::{load, par::Single, sample, Cache, Exec, Logits};
+    use kernels_wasm::protocol::esp32::{Esp32Event, Esp32Model, Esp32Run};
+    let server = start("esp32");
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/../assets/fixtures/bitnet-cpp/tiny.i2_s.gguf");
+    let to = server.dir.join("assets/fixtures/bitnet-cpp");
+    std::fs::create_dir_all(&to).unwrap();
+    std::fs::copy(fixture, to.join("tiny.i2_s.gguf")).unwrap();
+    let mut ws = connect(&server).await;
+    let run = |model: Esp32Model, nodes: u32, max_tokens: u32| {
+        Request::Esp32Run(Esp32Run {
+            model,
+            nodes,
+            prompt: "The kernel runs the model.".into(),
+            max_tokens,
+            sram: None,
+            psram: Some(300 * 1024),
+            link_bps: Some(0),
+        })
+    };
+    let cases = [
+        (run(Esp32Model::Fixture, 99, 4), "nodes 99"),
+        (run(Esp32Model::Fixture, 2, 0), "max_tokens"),
+        (run(Esp32Model::Dummy { size: "7B".into(), quant: "i2_s".into() }, 0, 4), "dummy size"),
+        (run(Esp32Model::Path { path: "falcon.gguf".into() }, 1, 4), "falcon"),
+    ];
+    for (i, (req, needle)) in cases.into_iter().enumerate() {
+        request(&mut ws, 10 + i as u64, req).await;
+        let (_, code, message) = error_of(recv(&mut ws).await);
+        assert!(message.contains(needle), "case {i}: {code:?} {message:?} lacks {needle:?}");
+    }
+    request(&mut ws, 20, run(Esp32Model::Path { path: "../outside.txt".into() }, 1, 4)).await;
+    assert_eq!(error_of(recv(&mut ws).await).1, ErrorCode::PathRefused);
+
+    // The tokens one machine chooses.
+    let m = load::load(std::sync::Arc::new(std::fs::read(fixture).unwrap())).unwrap();
+    let prompt = m.tokenizer.as_ref().unwrap().encode("The kernel runs the model.", true).unwrap();
+    let ex = Exec::best(&Single);
+    let mut cache = Cache::new(&m.config, 64);
+    let mut logits = m.forward(&prompt, &mut cache, &ex, Logits::Last).unwrap();
+    let mut want = Vec::new();
+    for _ in 0..8 {
+        want.push(sample::greedy(&logits));
+        logits = m.forward(&want[want.len() - 1..], &mut cache, &ex, Logits::Last).unwrap();
+    }
+
+    request(&mut ws, 1, run(Esp32Model::Fixture, 0, 8)).await;
+    let (mut plan, mut loaded, mut steps, mut tokens) = (None, 0, 0, Vec::new());
+    let done = loop {
+        match recv(&mut ws).await {
+            ServerMessage::Event { id: 1, event: Event::Esp32 { event } } => match event {
+                Esp32Event::Plan { nodes, layers, .. } => plan = Some((nodes, layers)),
+                Esp32Event::Loaded { .. } => loaded += 1,
+                Esp32Event::Step { hops, .. } => {
+                    assert!(hops.iter().all(|h| h.compute_us > 0 && h.rows > 0));
+                    steps += 1;
+                }
+                Esp32Event::Token { id, .. } => tokens.push(id),
+            },
+            ServerMessage::Result { id: 1, result: Reply::Esp32Done(s) } => break s,
+            other => panic!("unexpected {other:?}"),
+        }
+    };
+    let (nodes, layers) = plan.expect("a plan");
+    // 300 KiB of PSRAM holds one of the fixture's two blocks: two nodes, one block each.
+    assert_eq!((nodes.len(), layers), (2, 2));
+    assert!(nodes.iter().all(|n| n.count == 1 && n.emulated && n.weights + n.kv_cache <= n.psram_budget));
+    assert_eq!(loaded, 2);
+    assert!(steps >= 8);
+    assert_eq!(tokens, want);
+    assert_eq!(done.tokens, want);
+    assert!(done.modelled_tok_s > 0.0 && done.link_share == 0.0, "{done:?}");
+    assert_alive(&mut ws, 99).await;
+}

@@ -425,6 +425,79 @@ impl<L: Link> Cluster<L> {
         Ok(())
     }
 
+    /// Runs the prompt through the pipeline: the generation, ready for its first token.
+    pub fn start(
+        &mut self,
+        model: &Model,
+        prompt: &[u32],
+        ex: &Exec,
+        on: &mut dyn FnMut(Esp32Event),
+    ) -> Result<Generation, Esp32Error> {
+        let x = model.embed(prompt)?;
+        let mut x = self.forward(0, x, model.config.dim, on)?;
+        let logits = model.head(&mut x, ex, Logits::Last)?;
+        Ok(Generation {
+            prompt: prompt.len(),
+            logits,
+            tokens: Vec::new(),
+            text: Vec::new(),
+            compute_us: 0,
+            link_us: 0,
+            t0: self.now(),
+            steps: 0,
+        })
+    }
+
+    /// Chooses the next token and, unless it is the `last`, runs it through the pipeline.
+    pub fn next(
+        &mut self,
+        model: &Model,
+        g: &mut Generation,
+        sampler: &mut Sampler,
+        last: bool,
+        ex: &Exec,
+        on: &mut dyn FnMut(Esp32Event),
+    ) -> Result<u32, Esp32Error> {
+        let id = sampler.sample(&g.logits);
+        g.tokens.push(id);
+        let piece = model.tokenizer.as_ref().map(|t| t.piece(id)).unwrap_or_default();
+        g.text.extend_from_slice(&piece);
+        let index = g.tokens.len() as u32 - 1;
+        on(Esp32Event::Token { index, id, text: String::from_utf8_lossy(&piece).to_string(), bytes: piece });
+        if !last {
+            let x = model.embed(&[id])?;
+            let (mut compute, mut link) = (0, 0);
+            let mut x = self.forward(g.prompt + g.tokens.len() - 1, x, model.config.dim, &mut |e| {
+                if let Esp32Event::Step { hops, .. } = &e {
+                    compute += hops.iter().map(|h| h.compute_us).sum::<u64>();
+                    link += hops.iter().map(|h| h.link_us).sum::<u64>();
+                }
+                on(e)
+            })?;
+            g.compute_us += compute;
+            g.link_us += link;
+            g.steps += 1;
+            g.logits = model.head(&mut x, ex, Logits::Last)?;
+        }
+        Ok(id)
+    }
+
+    /// The totals so far: modelled tokens per second over the generation steps (the prompt
+    /// apart), the link's share of that time, the emulation's wall rate.
+    pub fn summary(&self, g: &Generation) -> Esp32Summary {
+        let total = g.compute_us + g.link_us;
+        let per_s = |us: u64| if us == 0 { 0.0 } else { g.steps as f64 * 1e6 / us as f64 };
+        Esp32Summary {
+            tokens: g.tokens.clone(),
+            text: String::from_utf8_lossy(&g.text).to_string(),
+            prompt_tokens: g.prompt as u32,
+            modelled_tok_s: per_s(total),
+            link_share: if total == 0 { 0.0 } else { g.link_us as f64 / total as f64 },
+            wall_tok_s: per_s(self.now().saturating_sub(g.t0)),
+            resends: self.peers.iter().map(|p| p.resends).sum(),
+        }
+    }
+
     /// Prompt, then `n` tokens, the blocks on the nodes and the embedding and output layer here
     /// (`ex`). Greedy at temperature 0: the same tokens as [`Model::forward`] on one machine.
     pub fn generate(
@@ -436,50 +509,23 @@ impl<L: Link> Cluster<L> {
         ex: &Exec,
         on: &mut dyn FnMut(Esp32Event),
     ) -> Result<Esp32Summary, Esp32Error> {
-        let dim = model.config.dim;
-        let mut step_us = (0u64, 0u64);
-        let mut decode = |e: Esp32Event, count: bool, on: &mut dyn FnMut(Esp32Event)| {
-            if let (true, Esp32Event::Step { hops, .. }) = (count, &e) {
-                step_us.0 += hops.iter().map(|h| h.compute_us).sum::<u64>();
-                step_us.1 += hops.iter().map(|h| h.link_us).sum::<u64>();
-            }
-            on(e);
-        };
-        let x = model.embed(prompt)?;
-        let mut x = self.forward(0, x, dim, &mut |e| decode(e, false, on))?;
-        let mut logits = model.head(&mut x, ex, Logits::Last)?;
-        let (mut tokens, mut text) = (Vec::new(), Vec::new());
-        let t0 = self.now();
+        let mut g = self.start(model, prompt, ex, on)?;
         for i in 0..n {
-            let id = sampler.sample(&logits);
-            tokens.push(id);
-            let piece = model.tokenizer.as_ref().map(|t| t.piece(id)).unwrap_or_default();
-            text.extend_from_slice(&piece);
-            on(Esp32Event::Token {
-                index: i as u32,
-                id,
-                text: String::from_utf8_lossy(&piece).to_string(),
-                bytes: piece,
-            });
-            if i + 1 == n {
-                break;
-            }
-            let x = model.embed(&[id])?;
-            let mut x = self.forward(prompt.len() + i, x, dim, &mut |e| decode(e, true, on))?;
-            logits = model.head(&mut x, ex, Logits::Last)?;
+            self.next(model, &mut g, sampler, i + 1 == n, ex, on)?;
         }
-        let wall = self.now().saturating_sub(t0);
-        let steps = n.saturating_sub(1) as f64;
-        let (compute, link) = step_us;
-        let per_s = |us: u64| if us == 0 { 0.0 } else { steps * 1e6 / us as f64 };
-        Ok(Esp32Summary {
-            tokens,
-            text: String::from_utf8_lossy(&text).to_string(),
-            prompt_tokens: prompt.len() as u32,
-            modelled_tok_s: per_s(compute + link),
-            link_share: if compute + link == 0 { 0.0 } else { link as f64 / (compute + link) as f64 },
-            wall_tok_s: per_s(wall),
-            resends: self.peers.iter().map(|p| p.resends).sum(),
-        })
+        Ok(self.summary(&g))
     }
+}
+
+/// A generation in progress on a cluster.
+pub struct Generation {
+    pub prompt: usize,
+    logits: Vec<f32>,
+    pub tokens: Vec<u32>,
+    pub text: Vec<u8>,
+    /// Modelled microseconds of the generation steps: compute and link.
+    pub compute_us: u64,
+    pub link_us: u64,
+    t0: u64,
+    steps: u64,
 }

@@ -13,6 +13,25 @@ pub const MAX_ESP32_TOKENS: u32 = 256;
 /// Longest prompt text, bytes.
 pub const MAX_ESP32_PROMPT_TEXT: usize = 4 * 1024;
 
+/// A cluster run on the bridge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Esp32Run {
+    pub model: Esp32Model,
+    /// Emulated nodes to start; 0: the fewest that hold the model.
+    #[serde(default)]
+    pub nodes: u32,
+    pub prompt: String,
+    pub max_tokens: u32,
+    /// Each node's SRAM and PSRAM, bytes [default: 512 KiB and 8 MiB].
+    #[serde(default)]
+    pub sram: Option<u64>,
+    #[serde(default)]
+    pub psram: Option<u64>,
+    /// The modelled UART, bits per second; 0: unthrottled [default: 921600].
+    #[serde(default)]
+    pub link_bps: Option<u64>,
+}
+
 /// Which model the bridge runs on the cluster.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "source", rename_all = "snake_case")]

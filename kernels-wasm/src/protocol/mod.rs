@@ -83,6 +83,10 @@ pub enum Request {
     /// [`Reply::QwengpuPtx`]. The source may include only `qwengpu.h` and is at most
     /// [`MAX_CUDA_BYTES`].
     QwengpuCompile { cuda: String },
+    /// BitNet blocks split across emulated ESP32-S3 nodes the bridge starts: events
+    /// [`Event::Esp32`] (the plan, each load, every pipeline step, the tokens); reply
+    /// [`Reply::Esp32Done`]. One run at a time per host.
+    Esp32Run(esp32::Esp32Run),
 }
 
 /// Largest CUDA source [`Request::QwengpuCompile`] takes.
@@ -196,6 +200,9 @@ pub enum Event {
         pos: u32,
         spans: Vec<ebpf::TraceSpan>,
     },
+    Esp32 {
+        event: esp32::Esp32Event,
+    },
 }
 
 /// The final, successful answer to a request.
@@ -208,6 +215,7 @@ pub enum Reply {
     ModelInfo(ModelInfo),
     EbpfDone { generated: Vec<u32>, seconds_per_token: f64, calls_per_token: f64 },
     QwengpuPtx { ptx: String },
+    Esp32Done(esp32::Esp32Summary),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -108,6 +108,7 @@ mod tests {
             capabilities: Capabilities { ebpf: p.clone(), clang: p },
             host_version: "t".into(),
             ebpf_run: Default::default(),
+            esp32_run: Default::default(),
         }
     }
 

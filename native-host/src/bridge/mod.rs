@@ -10,6 +10,7 @@
 
 pub mod connection;
 pub mod ebpf_run;
+pub mod esp32_run;
 pub mod handshake;
 pub mod requests;
 
@@ -38,6 +39,8 @@ pub struct Config {
     pub host_version: String,
     /// Held by the one eBPF run the host allows at a time.
     pub ebpf_run: Arc<std::sync::Mutex<()>>,
+    /// Held by the one ESP32 cluster run the host allows at a time (it starts node processes).
+    pub esp32_run: Arc<std::sync::Mutex<()>>,
 }
 
 /// Accepts connections until the returned future is dropped.

@@ -106,6 +106,18 @@ impl Task {
                 };
                 blocking(move || run.run(model, prompt, max_tokens, threads)).await?
             }
+            Request::Esp32Run(req) => {
+                let cancelled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let _guard = super::ebpf_run::CancelOnDrop(cancelled.clone());
+                let run = super::esp32_run::Run {
+                    id: self.id,
+                    out: self.out.clone(),
+                    lock: self.config.esp32_run.clone(),
+                    roots: self.config.roots.clone(),
+                    cancelled,
+                };
+                blocking(move || run.run(req)).await?
+            }
         }
     }
 }

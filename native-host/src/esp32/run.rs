@@ -118,8 +118,9 @@ fn start_nodes(n: usize, a: &Args) -> Result<(Children, Vec<Addr>)> {
     Ok((children, addrs))
 }
 
-/// Runs the cluster, reporting every event to `on`; the tokens and totals.
-pub fn cluster_run(a: &Args, on: &mut dyn FnMut(Esp32Event)) -> Result<Esp32Summary> {
+/// Runs the cluster, reporting every event to `on`, checking `stop` between tokens; the tokens
+/// and totals.
+pub fn cluster_run(a: &Args, stop: &dyn Fn() -> bool, on: &mut dyn FnMut(Esp32Event)) -> Result<Esp32Summary> {
     if a.n_predict == 0 || a.n_predict > 1 << 16 {
         bail!("-n {}: give 1 to 65536 tokens", a.n_predict);
     }
@@ -181,8 +182,15 @@ pub fn cluster_run(a: &Args, on: &mut dyn FnMut(Esp32Event)) -> Result<Esp32Summ
         })
     })?;
     let ex = Exec::best(&Single);
-    let summary = cluster.generate(&model, &prompt, a.n_predict, &mut Sampler::new(a.temp, a.seed), &ex, on)?;
-    Ok(summary)
+    let mut sampler = Sampler::new(a.temp, a.seed);
+    let mut g = cluster.start(&model, &prompt, &ex, on)?;
+    for i in 0..a.n_predict {
+        if stop() {
+            bail!("cancelled after {i} tokens");
+        }
+        cluster.next(&model, &mut g, &mut sampler, i + 1 == a.n_predict, &ex, on)?;
+    }
+    Ok(cluster.summary(&g))
 }
 
 /// Per-node totals of the generation steps.
@@ -200,7 +208,7 @@ pub fn run(a: Args) -> Result<()> {
     let mut totals: Vec<NodeTotals> = Vec::new();
     let mut names = Vec::new();
     let (mut tokens, mut prompt_end) = (0usize, None::<u32>);
-    let result = cluster_run(&a, &mut |e| match e {
+    let result = cluster_run(&a, &|| false, &mut |e| match e {
         Esp32Event::Plan { model, prompt, layers, nodes } => {
             let _ = out.write_all(prompt.as_bytes());
             crate::warn!(
