@@ -51,10 +51,8 @@ test('tabs switch, each says honestly what it is, and a screenshot of each is sa
       await page.waitForSelector('[data-testid=bitnet-stepper]');
     } else if (tab === 'ebpf') {
       await page.waitForSelector('[data-testid=ebpf-tab]');
-    } else if (tab === 'qwengpu') {
-      await page.waitForSelector('[data-testid=qwengpu-tab]');
     } else {
-      assert.match(await page.textContent('[data-testid=empty-state]'), /Not built yet/);
+      await page.waitForSelector(`[data-testid=${tab}-tab]`);
     }
     if (tab === 'ebpf') {
       const expected = await probe();
@@ -214,6 +212,49 @@ test('BitNet tab: a whole model generates in the page, bitnet.cpp\'s own output 
   assert.match(await page.textContent('[data-testid=bitnet-model-text]'), /^ hello world/);
   console.log(`# wasm simd128: 125M dummy I2_S, ${big.tps} tok/s (${await page.textContent('[data-testid=bitnet-model-status]')})`);
   await page.screenshot({ path: `${SHOTS}/bitnet-model.png`, fullPage: true });
+  page.assertNoErrors();
+  await page.close();
+});
+
+test('ESP32 tab: a model split across nodes in the page and on the bridge, with plan, memory, timeline and throughput', async () => {
+  const page = await open(browser, `?token=${TOKEN}`, '#esp32');
+  await bridgeState(page, 'connected');
+  await page.waitForSelector('[data-testid=esp32-tab]');
+  // bitnet.cpp's tiny model on nodes with 300 KiB of PSRAM: one block each, two nodes.
+  await page.fill('[data-testid=esp32-psram]', '300');
+  await page.dispatchEvent('[data-testid=esp32-psram]', 'change');
+  const run = async (where) => {
+    await page.click('[data-testid=esp32-run]');
+    await page.waitForSelector('[data-testid=esp32-summary]', { timeout: 120_000 });
+    const summary = await page.$eval('[data-testid=esp32-summary]', (e) => ({ ...e.dataset }));
+    assert.equal(summary.tokens, '32', JSON.stringify(summary));
+    assert.equal(summary.matches, 'true', JSON.stringify(summary));
+    assert.ok(Number(summary.modelled) > 0 && Number(summary.wall) > 0, JSON.stringify(summary));
+    assert.equal((await page.$$('[data-testid=esp32-node]')).length, 2);
+    const placed = await page.$$eval('[data-testid=esp32-block]', (cells) => cells.map((c) => c.dataset.node));
+    assert.deepEqual(placed, ['0', '1']);
+    for (const bar of await page.$$eval('[data-testid=esp32-psram-bar], [data-testid=esp32-sram-bar]', (b) => b.map((e) => ({ ...e.dataset })))) {
+      assert.ok(Number(bar.used) > 0 && Number(bar.used) <= Number(bar.budget), JSON.stringify(bar));
+    }
+    // The newest pipeline step: out, blocks, back, for each node.
+    assert.equal((await page.$$('[data-testid=timeline-span]')).length, 6);
+    console.log(`# ESP32 cluster (${where}): ${await page.textContent('[data-testid=esp32-summary]')}`);
+  };
+  await run('in the page');
+  assert.match(await page.textContent('[data-testid=esp32-diagram]'), /in this page/);
+  // The same on node processes the bridge starts.
+  await page.check('[data-testid=esp32-on-bridge]');
+  await run('on the bridge');
+  assert.match(await page.textContent('[data-testid=esp32-diagram]'), /127\.0\.0\.1:\d+/);
+  assert.match(await page.textContent('[data-testid=esp32-status]'), /bridge/);
+  await page.screenshot({ path: `${SHOTS}/esp32.png`, fullPage: true });
+  // Too little PSRAM for one block: refused with the numbers, nothing runs.
+  await page.uncheck('[data-testid=esp32-on-bridge]');
+  await page.fill('[data-testid=esp32-psram]', '64');
+  await page.dispatchEvent('[data-testid=esp32-psram]', 'change');
+  await page.click('[data-testid=esp32-run]');
+  await page.waitForSelector('[data-testid=esp32-error]', { timeout: 60_000 });
+  assert.match(await page.textContent('[data-testid=esp32-error]'), /PSRAM/);
   page.assertNoErrors();
   await page.close();
 });

@@ -15,6 +15,8 @@ const SERVE_PACKAGES: &[&str] = &["clang-19", "libelf-dev", "zlib1g-dev", "pkg-c
 const TEST_PACKAGES: &[&str] = &["chromium", "chromium-driver", "qemu-user", "gcc-aarch64-linux-gnu"];
 /// The NEON tests' Rust target.
 pub const AARCH64: &str = "aarch64-unknown-linux-gnu";
+/// The ESP32-C3's ISA: the ESP32 node program must build for it.
+pub const RISCV32: &str = "riscv32imc-unknown-none-elf";
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum For {
@@ -37,6 +39,7 @@ pub fn prerequisites(purpose: For) -> Result<Tools> {
     rust_target("wasm32-unknown-unknown")?;
     if purpose == For::Test {
         rust_target(AARCH64)?;
+        rust_target(RISCV32)?;
     }
     let mut packages = SERVE_PACKAGES.to_vec();
     if purpose == For::Test {

@@ -1,5 +1,6 @@
 //! `cargo xtask test`: every test. Native (`cargo test --workspace`), wasm in headless Chromium
-//! (wasm-bindgen-test), the NEON kernels on aarch64 under qemu, the AVX-512 kernels (natively or
+//! (wasm-bindgen-test), the NEON kernels on aarch64 under qemu, the ESP32 node program built for
+//! riscv32imc (no_std), the AVX-512 kernels (natively or
 //! under Miri), and end to end (the real page, the real bridge, headless Chromium driven
 //! by playwright-core). Every suite runs even if an earlier one failed; the summary says which.
 
@@ -50,6 +51,30 @@ pub fn run(_: Args) -> Result<()> {
         &[],
     );
     results.push(("NEON (aarch64 under qemu-user)", t.elapsed(), neon));
+
+    step("ESP32 node program for a microcontroller: cargo build --target riscv32imc-unknown-none-elf");
+    let t = Instant::now();
+    // The library without std, then the node program linked into a bare-metal image.
+    let mcu = cargo(&["build", "-p", "kernels-wasm", "--no-default-features", "--target", setup::RISCV32], &[])
+        .and_then(|()| {
+            cargo(
+                &[
+                    "build",
+                    "--release",
+                    "-p",
+                    "kernels-wasm",
+                    "--no-default-features",
+                    "--features",
+                    "node-image",
+                    "--example",
+                    "node_image",
+                    "--target",
+                    setup::RISCV32,
+                ],
+                &[],
+            )
+        });
+    results.push(("ESP32 node program (riscv32imc, no_std)", t.elapsed(), mcu));
 
     step("AVX-512 kernels (I2_S VNNI, TL2 VBMI)");
     let t = Instant::now();

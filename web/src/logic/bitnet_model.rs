@@ -50,9 +50,9 @@ pub struct Demo {
     pub file_bytes: usize,
 }
 
-/// Builds (or reads) the model; a dummy takes seconds for 125M.
-pub fn build(source: Source, seed: u64) -> Result<Demo, String> {
-    let bytes = match source {
+/// The model file's bytes: the embedded fixture, or a dummy written here (seconds for 125M).
+pub fn model_bytes(source: Source, seed: u64) -> Result<Vec<u8>, String> {
+    Ok(match source {
         Source::Fixture => FIXTURE.to_vec(),
         Source::Dummy { size, quant } => {
             let c = Config::dummy(size).ok_or_else(|| format!("no dummy layout {size}"))?;
@@ -61,7 +61,12 @@ pub fn build(source: Source, seed: u64) -> Result<Demo, String> {
             write::to_bytes(&dummy::metadata(&c, &name, quant), &tensors, |t, k| Ok(dummy::values(seed, t, k)))
                 .map_err(|e| e.to_string())?
         }
-    };
+    })
+}
+
+/// Builds (or reads) the model; a dummy takes seconds for 125M.
+pub fn build(source: Source, seed: u64) -> Result<Demo, String> {
+    let bytes = model_bytes(source, seed)?;
     let file_bytes = bytes.len();
     let shared: Shared = Arc::new(bytes);
     let model = load::load(shared).map_err(|e| e.to_string())?;

@@ -4,6 +4,7 @@
 pub mod bitnet;
 pub mod bitnet_model;
 pub mod ebpf;
+pub mod esp32;
 pub mod heatmap;
 pub mod qwengpu;
 pub mod steps;
