@@ -5,7 +5,8 @@
 //! `alloc` unless the default `std` feature is on.
 //!
 //! Modules:
-//! - [`bitnet`]: BitNet b1.58 ternary kernels (I2_S; TL1/TL2 to come).
+//! - [`bitnet`]: BitNet b1.58 ternary kernels (I2_S, TL1, TL2) and whole models.
+//! - [`esp32`]: BitNet blocks across ESP32-S3 nodes: the node program, the wire, the coordinator.
 //! - [`gguf`]: the llama.cpp model format: parse, dequantise, write.
 //! - [`qwengpu`]: the qwenGPU SIMT machine: its instruction set and reference interpreter.
 //! - [`protocol`]: every message that crosses the playground ↔ bridge websocket, defined once and

@@ -166,3 +166,72 @@ fn bad_arguments_are_named() {
     let o = host(&["esp32", "run", "-m", "/nonexistent.gguf"]);
     assert!(!o.status.success() && stderr(&o).contains("/nonexistent.gguf"));
 }
+
+#[test]
+fn a_node_on_a_serial_line_runs_like_one_on_tcp() {
+    use kernels_wasm::bitnet::backend::Backend;
+    use kernels_wasm::esp32::msg::Caps;
+    use kernels_wasm::esp32::wire::Decoder;
+    use kernels_wasm::esp32::Node;
+    use std::io::{Read, Write};
+    use std::os::fd::FromRawFd;
+    // A pseudo-terminal pair: the coordinator opens the tty as it would a USB-UART; the node
+    // program answers on the other end, as a board's firmware would.
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty fills two descriptors; no name buffer, default termios and size.
+    let rc =
+        unsafe { libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), std::ptr::null()) };
+    assert_eq!(rc, 0, "openpty");
+    let tty = std::fs::read_link(format!("/proc/self/fd/{slave}")).unwrap();
+    // Raw mode on the line: no echo, no newline translation of the binary frames.
+    // SAFETY: `slave` is an open terminal; termios is plain data.
+    unsafe {
+        let mut t: libc::termios = std::mem::zeroed();
+        libc::tcgetattr(slave, &mut t);
+        libc::cfmakeraw(&mut t);
+        libc::tcsetattr(slave, libc::TCSANOW, &t);
+    }
+    // SAFETY: `master` is ours alone from here on.
+    let mut line = unsafe { std::fs::File::from_raw_fd(master) };
+    std::thread::spawn(move || {
+        let caps = Caps {
+            name: "serial".into(),
+            sram: 512 << 10,
+            psram: 8 << 20,
+            clock_hz: 240_000_000,
+            link_bps: 921_600,
+            emulated: true,
+        };
+        let mut node = Node::new(caps, Backend::Scalar, None);
+        let mut dec = Decoder::default();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = line.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            dec.push(&buf[..n]);
+            while let Some(d) = dec.next_frame() {
+                if line.write_all(&node.on_decoded(d)).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    let want = single_machine("12");
+    let o = host(&[
+        "esp32",
+        "run",
+        "-m",
+        FIXTURE,
+        "-p",
+        PROMPT,
+        "-n",
+        "12",
+        "--nodes",
+        &format!("serial://{}@921600", tty.display()),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(o.stdout, want);
+    // SAFETY: closing our copy of the slave descriptor.
+    unsafe { libc::close(slave) };
+}
