@@ -13,7 +13,7 @@ use crate::bitnet::model::build;
 use crate::bitnet::model::sample::Sampler;
 use crate::bitnet::model::{Config, Exec, Logits, Model, Quant};
 use crate::gguf::{GgmlType, Gguf};
-use crate::protocol::esp32::{Esp32Event, Esp32Summary, Hop, NodePlan};
+use crate::protocol::esp32::{Esp32Event, Esp32Summary, Hop, NodePlan, NodeReport};
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
@@ -416,6 +416,28 @@ impl<L: Link> Cluster<L> {
         Ok(out)
     }
 
+    /// Each node's own account of the run.
+    pub fn reports(&mut self) -> Result<Vec<NodeReport>, Esp32Error> {
+        let timing = self.timing;
+        let mut out = Vec::new();
+        for (i, p) in self.peers.iter_mut().enumerate() {
+            let Response::Stats(s) = p.call(&Request::Stats, &timing)?.response else {
+                return Err(p.fail("stats", "answered without stats"));
+            };
+            out.push(NodeReport {
+                node: i as u32,
+                forwards: s.forwards,
+                corrupt_in: s.corrupt_in,
+                resent: s.resent,
+                sram_used: s.sram_used,
+                psram_used: s.psram_used,
+                modelled_us: s.modelled_us,
+                wall_us: s.wall_us,
+            });
+        }
+        Ok(out)
+    }
+
     /// Clears every node's KV cache.
     pub fn reset(&mut self) -> Result<(), Esp32Error> {
         let timing = self.timing;
@@ -495,6 +517,7 @@ impl<L: Link> Cluster<L> {
             link_share: if total == 0 { 0.0 } else { g.link_us as f64 / total as f64 },
             wall_tok_s: per_s(self.now().saturating_sub(g.t0)),
             resends: self.peers.iter().map(|p| p.resends).sum(),
+            nodes: Vec::new(),
         }
     }
 
@@ -513,7 +536,9 @@ impl<L: Link> Cluster<L> {
         for i in 0..n {
             self.next(model, &mut g, sampler, i + 1 == n, ex, on)?;
         }
-        Ok(self.summary(&g))
+        let mut s = self.summary(&g);
+        s.nodes = self.reports()?;
+        Ok(s)
     }
 }
 

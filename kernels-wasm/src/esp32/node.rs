@@ -190,6 +190,8 @@ impl Node {
         let quant = quant_of(&a)?;
         let need = budget::need(c, quant, count, budget::block_weights(&a.tensors), a.context as usize);
         budget::check(&need, &self.budget, c.dim, first, count)?;
+        // A new assignment replaces the old one: free it before taking the new buffers.
+        self.state = State::Idle;
         // Only now, with the budget checked, is memory taken.
         let bufs = a.tensors.iter().map(|t| Vec::with_capacity(t.bytes as usize)).collect();
         self.stats.psram_used = need.weights;
@@ -302,10 +304,10 @@ fn validate(a: &Assign) -> Result<(), Esp32Error> {
     if c.dim == 0 || c.ffn == 0 || c.dim > 1 << 16 || c.ffn > 1 << 18 {
         return bad("width or FFN size out of range");
     }
-    if a.count == 0 || a.first.checked_add(a.count).is_none_or(|end| end as usize > c.layers) {
+    if c.layers > 4096 || a.count == 0 || a.first.checked_add(a.count).is_none_or(|end| end as usize > c.layers) {
         return bad("the block range is empty or beyond the model's layers");
     }
-    if a.context == 0 || a.context as usize > c.context.max(1) {
+    if a.context == 0 || a.context > 1 << 20 || a.context as usize > c.context.max(1) {
         return bad("the context is zero or longer than the model's");
     }
     if !c.eps.is_finite() || !c.rope_base.is_finite() {

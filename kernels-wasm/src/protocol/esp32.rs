@@ -95,6 +95,20 @@ pub enum Esp32Event {
     Token { index: u32, id: u32, text: String, bytes: Vec<u8> },
 }
 
+/// What a node says of itself at the end of a run (its `stats` answer).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeReport {
+    pub node: u32,
+    pub forwards: u64,
+    /// Damaged frames it received, and answers it sent again for repeated requests.
+    pub corrupt_in: u64,
+    pub resent: u64,
+    pub sram_used: u64,
+    pub psram_used: u64,
+    pub modelled_us: u64,
+    pub wall_us: u64,
+}
+
 /// The totals of a run. Modelled figures are for the boards; wall figures for this emulation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Esp32Summary {
@@ -106,4 +120,7 @@ pub struct Esp32Summary {
     pub link_share: f64,
     pub wall_tok_s: f64,
     pub resends: u64,
+    /// Each node's own account.
+    #[serde(default)]
+    pub nodes: Vec<NodeReport>,
 }

@@ -190,7 +190,9 @@ pub fn cluster_run(a: &Args, stop: &dyn Fn() -> bool, on: &mut dyn FnMut(Esp32Ev
         }
         cluster.next(&model, &mut g, &mut sampler, i + 1 == a.n_predict, &ex, on)?;
     }
-    Ok(cluster.summary(&g))
+    let mut s = cluster.summary(&g);
+    s.nodes = cluster.reports()?;
+    Ok(s)
 }
 
 /// Per-node totals of the generation steps.
@@ -286,6 +288,17 @@ pub fn run(a: Args) -> Result<()> {
                     t.wall_us as f64 / 1e3 / steps,
                     t.bytes as f64 / steps,
                     t.resends
+                );
+            }
+            for n in &s.nodes {
+                crate::warn!(
+                    "node {} says: {} forwards, {} damaged frames received, {} answers resent, SRAM {} and PSRAM {} in use",
+                    n.node,
+                    n.forwards,
+                    n.corrupt_in,
+                    n.resent,
+                    budget::bytes(n.sram_used),
+                    budget::bytes(n.psram_used)
                 );
             }
             crate::warn!(

@@ -198,8 +198,11 @@ impl InPage {
         Ok(())
     }
 
-    pub fn summary(&self) -> Esp32Summary {
-        self.cluster.summary(&self.gen)
+    /// The totals, with each node's own account.
+    pub fn summary(&mut self) -> Result<Esp32Summary, String> {
+        let mut s = self.cluster.summary(&self.gen);
+        s.nodes = self.cluster.reports().map_err(|e| e.to_string())?;
+        Ok(s)
     }
 }
 
@@ -236,7 +239,8 @@ mod tests {
         assert!(spans.windows(2).all(|w| w[0].end_ns == w[1].start_ns));
         let total: u64 = last.iter().map(|h| h.compute_us + h.link_us).sum();
         assert_eq!(spans.last().unwrap().end_ns, total * 1000);
-        let sum = run.summary();
+        let sum = run.summary().unwrap();
+        assert_eq!(sum.nodes.iter().map(|n| n.forwards).collect::<Vec<_>>(), [32, 32]);
         assert!(sum.modelled_tok_s > 0.0 && sum.link_share > 0.0 && sum.link_share < 1.0, "{sum:?}");
     }
 

@@ -355,12 +355,13 @@ fn tick(ui: Ui) {
         while !r.done() && now() - t0 < SLICE_MS {
             r.step(&mut |e| events.push(e))?;
         }
-        Ok::<_, String>((r.done(), r.summary()))
+        let done = r.done();
+        Ok::<_, String>((done, if done { Some(r.summary()?) } else { None }))
     });
     ui.view.update(|v| events.into_iter().for_each(|e| v.apply(e)));
     match r {
         Some(Ok((true, summary))) => {
-            ui.view.update(|v| v.summary = Some(summary));
+            ui.view.update(|v| v.summary = summary);
             ui.status.set("done (in this page)".into());
             finish(ui, Ok(()));
         }
