@@ -201,7 +201,8 @@ struct NodeTotals {
     compute_us: u64,
     link_us: u64,
     wall_us: u64,
-    bytes: u64,
+    bytes_out: u64,
+    bytes_in: u64,
     resends: u64,
 }
 
@@ -250,9 +251,18 @@ pub fn run(a: Args) -> Result<()> {
             if a.verbose {
                 let parts: Vec<String> = hops
                     .iter()
-                    .map(|h| format!("n{} {:.1}+{:.1} ms", h.node, h.compute_us as f64 / 1e3, h.link_us as f64 / 1e3))
+                    .map(|h| {
+                        format!(
+                            "n{} {:.1}+{:.1} ms {}→{} B",
+                            h.node,
+                            h.compute_us as f64 / 1e3,
+                            h.link_us as f64 / 1e3,
+                            h.bytes_out,
+                            h.bytes_in
+                        )
+                    })
                     .collect();
-                crate::warn!("pos {pos}: {} (modelled compute+link)", parts.join(", "));
+                crate::warn!("pos {pos}: {} (modelled compute+link, bytes to→from)", parts.join(", "));
             }
             // Generation steps only: one row each.
             if hops.first().is_some_and(|h| h.rows == 1) && tokens > 0 {
@@ -261,7 +271,8 @@ pub fn run(a: Args) -> Result<()> {
                         t.compute_us += h.compute_us;
                         t.link_us += h.link_us;
                         t.wall_us += h.wall_us;
-                        t.bytes += h.bytes_out + h.bytes_in;
+                        t.bytes_out += h.bytes_out;
+                        t.bytes_in += h.bytes_in;
                         t.resends += h.resends as u64;
                     }
                 }
@@ -278,15 +289,18 @@ pub fn run(a: Args) -> Result<()> {
         Ok(s) => {
             let steps = s.tokens.len().saturating_sub(1).max(1) as f64;
             crate::warn!("per generated token (modelled on the boards; wall = this emulation):");
-            crate::warn!("  node                               compute ms   link ms   wall ms   bytes  resends");
+            crate::warn!(
+                "  node                               compute ms   link ms   wall ms   bytes to / from  resends"
+            );
             for (i, t) in totals.iter().enumerate() {
                 crate::warn!(
-                    "  {:<34} {:>10.1} {:>9.1} {:>9.1} {:>7.0} {:>8}",
+                    "  {:<34} {:>10.1} {:>9.1} {:>9.1} {:>8.0} / {:<6.0} {:>7}",
                     names.get(i).map(String::as_str).unwrap_or(""),
                     t.compute_us as f64 / 1e3 / steps,
                     t.link_us as f64 / 1e3 / steps,
                     t.wall_us as f64 / 1e3 / steps,
-                    t.bytes as f64 / steps,
+                    t.bytes_out as f64 / steps,
+                    t.bytes_in as f64 / steps,
                     t.resends
                 );
             }
