@@ -146,7 +146,9 @@ impl<L: Link> Peer<L> {
     /// Sends `req` and waits for its answer, sending it again after damage or silence.
     fn call(&mut self, req: &Request, t: &Timing) -> Result<Call, Esp32Error> {
         let what = request_name(req);
-        self.seq = self.seq.wrapping_add(1);
+        // Sequence 0 is the node's "resend" (it cannot know a damaged frame's number): never a
+        // request's.
+        self.seq = self.seq.wrapping_add(1).max(1);
         let (cmd, payload) = req.encode();
         let frame = wire::encode(cmd, self.seq, &payload);
         let mut c = Call { response: Response::Ok, sent: self.send(&frame, what)?, received: 0, resends: 0 };
@@ -167,7 +169,10 @@ impl<L: Link> Peer<L> {
             }
             while let Some(d) = self.dec.next_frame() {
                 match d {
-                    Decoded::Frame(f) if f.seq == self.seq || f.seq == 0 => match Response::decode(f.cmd, &f.payload) {
+                    Decoded::Frame(f) if f.seq == 0 => {
+                        resend |= Response::decode(f.cmd, &f.payload) == Ok(Response::Resend)
+                    }
+                    Decoded::Frame(f) if f.seq == self.seq => match Response::decode(f.cmd, &f.payload) {
                         Ok(Response::Resend) => resend = true,
                         Ok(Response::Error(e)) => return Err(self.fail(what, e)),
                         Ok(r) => {
