@@ -248,6 +248,19 @@ test('ESP32 tab: a model split across nodes in the page and on the bridge, with 
   assert.match(await page.textContent('[data-testid=esp32-diagram]'), /127\.0\.0\.1:\d+/);
   assert.match(await page.textContent('[data-testid=esp32-status]'), /bridge/);
   await page.screenshot({ path: `${SHOTS}/esp32.png`, fullPage: true });
+  // A long run on a slow link (one node: 256 tokens of KV cache need more than 300 KiB), stopped
+  // after its first tokens: the bridge cancels it.
+  await page.fill('[data-testid=esp32-psram]', '8192');
+  await page.dispatchEvent('[data-testid=esp32-psram]', 'change');
+  await page.selectOption('[data-testid=esp32-link]', '115200');
+  await page.fill('[data-testid=esp32-tokens]', '256');
+  await page.dispatchEvent('[data-testid=esp32-tokens]', 'change');
+  await page.click('[data-testid=esp32-run]');
+  await page.waitForFunction(() => (document.querySelector('[data-testid=esp32-text]')?.textContent ?? '').length > 'The kernel runs the model.'.length + 2, null, { timeout: 60_000 });
+  await page.click('[data-testid=esp32-stop]');
+  await page.waitForSelector('[data-testid=esp32-error]', { timeout: 30_000 });
+  assert.match(await page.textContent('[data-testid=esp32-error]'), /cancel/);
+  assert.equal(await page.$('[data-testid=esp32-summary]'), null);
   // Too little PSRAM for one block: refused with the numbers, nothing runs.
   await page.uncheck('[data-testid=esp32-on-bridge]');
   await page.fill('[data-testid=esp32-psram]', '64');

@@ -27,6 +27,10 @@ fn now() -> f64 {
 #[derive(Clone, Copy)]
 struct Ui {
     busy: RwSignal<bool>,
+    /// The bridge request of a run on the host, to cancel it.
+    request: RwSignal<Option<kernels_wasm::protocol::RequestId>>,
+    /// Set by "stop": the page's run ends at its next slice.
+    stop: RwSignal<bool>,
     status: RwSignal<String>,
     view: RwSignal<RunView>,
     step: RwSignal<Option<usize>>,
@@ -46,6 +50,8 @@ pub fn Esp32Tab() -> impl IntoView {
     let on_bridge = RwSignal::new(false);
     let ui = Ui {
         busy: RwSignal::new(false),
+        request: RwSignal::new(None),
+        stop: RwSignal::new(false),
         status: RwSignal::new(String::new()),
         view: RwSignal::new(RunView::default()),
         step: RwSignal::new(None),
@@ -65,6 +71,7 @@ pub fn Esp32Tab() -> impl IntoView {
             tokens: tokens.get_untracked(),
         };
         ui.busy.set(true);
+        ui.stop.set(false);
         ui.view.set(RunView::default());
         ui.step.set(None);
         if on_bridge.get_untracked() && connected() {
@@ -153,6 +160,18 @@ pub fn Esp32Tab() -> impl IntoView {
             </label>
             <button data-testid="esp32-run" on:click=start prop:disabled=move || ui.busy.get()>
                 {move || if ui.busy.get() { "running…" } else { "run on the cluster" }}
+            </button>
+            <button
+                data-testid="esp32-stop"
+                prop:disabled=move || !ui.busy.get()
+                on:click=move |_| {
+                    ui.stop.set(true);
+                    if let Some(id) = ui.request.get_untracked() {
+                        bridge.cancel(id);
+                    }
+                }
+            >
+                "stop"
             </button>
             <p data-testid="esp32-status">{move || ui.status.get()}</p>
             {move || ui.view.with(|v| v.error.clone()).map(|e| view! { <p class="error" data-testid="esp32-error">{e}</p> })}
@@ -329,6 +348,7 @@ fn finish(ui: Ui, result: Result<(), String>) {
         ui.view.update(|v| v.error = Some(e));
     }
     ui.busy.set(false);
+    ui.request.set(None);
 }
 
 fn run_in_page(ui: Ui, s: Settings) {
@@ -350,6 +370,11 @@ fn run_in_page(ui: Ui, s: Settings) {
 fn tick(ui: Ui) {
     let t0 = now();
     let mut events = Vec::new();
+    if ui.stop.get_untracked() {
+        ui.run.set_value(None);
+        ui.status.set("stopped; the text above is incomplete".into());
+        return finish(ui, Ok(()));
+    }
     let r = ui.run.try_update_value(|r| {
         let r = r.as_mut().ok_or("no run")?;
         while !r.done() && now() - t0 < SLICE_MS {
@@ -405,7 +430,8 @@ fn run_on_bridge(ui: Ui, bridge: Bridge, s: Settings) {
         }
         _ => false,
     });
-    if let Err(e) = sent {
-        finish(ui, Err(e));
+    match sent {
+        Ok(id) => ui.request.set(Some(id)),
+        Err(e) => finish(ui, Err(e)),
     }
 }
