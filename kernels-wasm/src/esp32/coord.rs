@@ -223,12 +223,14 @@ pub struct Cluster<L> {
     clock: Option<Clock>,
 }
 
-/// The tensors of blocks `range` in `g`: their metadata and bytes.
+/// The tensors of blocks `range` in `g`: their metadata and bytes (the CRC-32s, a pass over
+/// every byte, only if `crc`).
 fn block_tensors<'a>(
     g: &Gguf,
     file: &'a [u8],
     c: &Config,
     range: Range<usize>,
+    crc: bool,
 ) -> Result<Vec<(TensorMeta, &'a [u8])>, Esp32Error> {
     let mut out = Vec::new();
     for i in range {
@@ -243,13 +245,11 @@ fn block_tensors<'a>(
                 let data = file
                     .get(t.offset..t.offset + t.bytes)
                     .ok_or_else(|| Esp32Error::Protocol(format!("{n}: data past the end of the file (truncated?)")))?;
-                let meta = TensorMeta {
-                    name: n,
-                    ty: t.ty.id(),
-                    dims: t.dims.clone(),
-                    bytes: t.bytes as u32,
-                    crc32: wire::crc32(data),
-                };
+                let bytes = u32::try_from(t.bytes).map_err(|_| {
+                    Esp32Error::Protocol(format!("{n}: {} bytes is more than a node can take", t.bytes))
+                })?;
+                let crc32 = if crc { wire::crc32(data) } else { 0 };
+                let meta = TensorMeta { name: n, ty: t.ty.id(), dims: t.dims.clone(), bytes, crc32 };
                 out.push((meta, data));
             }
         }
@@ -275,7 +275,7 @@ pub fn block_weights(g: &Gguf, file: &[u8], c: &Config) -> Result<Vec<u64>, Esp3
     (0..c.layers)
         .map(|i| {
             Ok(budget::block_weights(
-                &block_tensors(g, file, c, i..i + 1)?.iter().map(|t| t.0.clone()).collect::<Vec<_>>(),
+                &block_tensors(g, file, c, i..i + 1, false)?.iter().map(|t| t.0.clone()).collect::<Vec<_>>(),
             ))
         })
         .collect()
@@ -344,7 +344,7 @@ impl<L: Link> Cluster<L> {
                 continue;
             }
             let t0 = self.now();
-            let tensors = block_tensors(g, file, &c, r.clone())?;
+            let tensors = block_tensors(g, file, &c, r.clone(), true)?;
             let assign = Assign {
                 config: c.clone(),
                 first: r.start as u32,
