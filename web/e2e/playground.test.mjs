@@ -238,6 +238,8 @@ test('ESP32 tab: a model split across nodes in the page and on the bridge, with 
     }
     // The newest pipeline step: out, blocks, back, for each node.
     assert.equal((await page.$$('[data-testid=timeline-span]')).length, 6);
+    // Each node's own account: 32 forwards (the prompt, then 31 tokens).
+    assert.equal((await page.textContent('[data-testid=esp32-reports]')).match(/32 forwards/g)?.length, 2);
     console.log(`# ESP32 cluster (${where}): ${await page.textContent('[data-testid=esp32-summary]')}`);
   };
   await run('in the page');

@@ -83,9 +83,10 @@ pub fn hop_spans(hops: &[Hop]) -> Vec<Span> {
     };
     for h in hops {
         let half = h.link_us / 2;
-        push(format!("link → node {}", h.node), half, &mut t);
+        let resent = if h.resends > 0 { format!(", {} resent", h.resends) } else { String::new() };
+        push(format!("link → node {} ({} B{resent})", h.node, h.bytes_out), half, &mut t);
         push(format!("node {} blocks ({} rows)", h.node, h.rows), h.compute_us, &mut t);
-        push(format!("link ← node {}", h.node), h.link_us - half, &mut t);
+        push(format!("link ← node {} ({} B)", h.node, h.bytes_in), h.link_us - half, &mut t);
     }
     spans
 }

@@ -291,6 +291,27 @@ fn Summary(view: RwSignal<RunView>, source: RwSignal<usize>) -> impl IntoView {
                             }
                         )}
                     </p>
+                    <ul class="esp32-reports" data-testid="esp32-reports">
+                        {s.nodes
+                            .iter()
+                            .map(|n| {
+                                view! {
+                                    <li>
+                                        {format!(
+                                            "node {} says: {} forwards, {} damaged frames received, {} answers resent; SRAM {} and PSRAM {} in use; modelled {:.1} ms of compute",
+                                            n.node,
+                                            n.forwards,
+                                            n.corrupt_in,
+                                            n.resent,
+                                            bytes(n.sram_used),
+                                            bytes(n.psram_used),
+                                            n.modelled_us as f64 / 1e3
+                                        )}
+                                    </li>
+                                }
+                            })
+                            .collect_view()}
+                    </ul>
                 }
             })
         })
