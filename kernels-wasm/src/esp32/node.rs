@@ -51,6 +51,9 @@ pub struct Node {
     /// The last request's sequence number and command, and the response frame sent for it.
     last: Option<(u16, u8, Vec<u8>)>,
     stats: Stats,
+    /// A resend was asked for and no good frame has come since: one damaged frame (and the
+    /// junk after it) gets one request, or every copy the request brings could bring more.
+    asked_resend: bool,
 }
 
 impl Node {
@@ -58,7 +61,17 @@ impl Node {
     pub fn new(caps: Caps, backend: Backend, clock: Option<Clock>) -> Node {
         let budget = Budget { sram: caps.sram, psram: caps.psram };
         let cost = CostModel::esp32s3(caps.clock_hz);
-        Node { caps, budget, cost, backend, clock, state: State::Idle, last: None, stats: Stats::default() }
+        Node {
+            caps,
+            budget,
+            cost,
+            backend,
+            clock,
+            state: State::Idle,
+            last: None,
+            stats: Stats::default(),
+            asked_resend: false,
+        }
     }
 
     pub fn caps(&self) -> &Caps {
@@ -74,15 +87,22 @@ impl Node {
         self.last = None;
     }
 
-    /// What arrived on the link; returns the frame to send back.
+    /// What arrived on the link; returns the bytes to send back (none for more junk after a
+    /// resend was already asked for).
     pub fn on_decoded(&mut self, d: Decoded) -> Vec<u8> {
         let out = match d {
             Decoded::Corrupt(_) => {
                 self.stats.corrupt_in += 1;
+                if core::mem::replace(&mut self.asked_resend, true) {
+                    return Vec::new();
+                }
                 let (cmd, payload) = Response::Resend.encode();
                 wire::encode(cmd, 0, &payload)
             }
-            Decoded::Frame(f) => self.on_frame(f),
+            Decoded::Frame(f) => {
+                self.asked_resend = false;
+                self.on_frame(f)
+            }
         };
         self.stats.frames_out += 1;
         self.stats.bytes_out += out.len() as u64;

@@ -136,6 +136,9 @@ fn serve(mut s: TcpStream, node: &mut Node, flip: &mut Flipper, args: &Args) -> 
                 throttle(size, args.link);
             }
             let mut out = node.on_decoded(d);
+            if out.is_empty() {
+                continue;
+            }
             flip.apply(&mut out);
             if slow {
                 throttle(out.len(), args.link);
