@@ -17,6 +17,43 @@ pub fn now_us() -> u64 {
     START.get_or_init(Instant::now).elapsed().as_micros() as u64
 }
 
+/// A board's resources: what `esp32 node` emulates, and what `esp32 run` gives the nodes it
+/// starts.
+#[derive(clap::Args, Clone, Debug)]
+pub struct Board {
+    /// SRAM for activations, tables, frame buffer and stack.
+    #[arg(long, default_value = "512KiB", value_parser = parse_size)]
+    pub sram: u64,
+    /// PSRAM for weights and the KV cache.
+    #[arg(long, default_value = "8MiB", value_parser = parse_size)]
+    pub psram: u64,
+    /// CPU clock of the modelled board.
+    #[arg(long, default_value = "240MHz", value_parser = parse_hz)]
+    pub clock: u64,
+    /// The modelled link: uart:BAUD, or none (unthrottled).
+    #[arg(long, default_value = "uart:921600", value_parser = parse_link)]
+    pub link: u64,
+}
+
+impl Board {
+    /// The same resources as `esp32 node` flags.
+    pub fn to_args(&self) -> Vec<String> {
+        let link = if self.link == 0 { "none".into() } else { format!("uart:{}", self.link) };
+        [
+            "--sram",
+            &self.sram.to_string(),
+            "--psram",
+            &self.psram.to_string(),
+            "--clock",
+            &self.clock.to_string(),
+            "--link",
+            &link,
+        ]
+        .map(String::from)
+        .to_vec()
+    }
+}
+
 /// `512KiB`, `8MiB`, `4096`, `1.5MiB`.
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();

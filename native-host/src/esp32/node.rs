@@ -2,7 +2,7 @@
 //! memory budget, with its link slowed to the modelled UART. Everything it reports is labelled
 //! emulated.
 
-use super::{now_us, parse_hz, parse_link, parse_size};
+use super::{now_us, Board};
 use anyhow::{Context, Result};
 use kernels_wasm::bitnet::backend::Backend;
 use kernels_wasm::esp32::coord::Flipper;
@@ -18,18 +18,8 @@ pub struct Args {
     /// Address to listen on (port 0: any free port; the line "listening on ADDR" says which).
     #[arg(long, default_value = "127.0.0.1:0")]
     pub listen: SocketAddr,
-    /// SRAM for activations, tables, frame buffer and stack.
-    #[arg(long, default_value = "512KiB", value_parser = parse_size)]
-    pub sram: u64,
-    /// PSRAM for weights and the KV cache.
-    #[arg(long, default_value = "8MiB", value_parser = parse_size)]
-    pub psram: u64,
-    /// CPU clock of the modelled board.
-    #[arg(long, default_value = "240MHz", value_parser = parse_hz)]
-    pub clock: u64,
-    /// The modelled link: uart:BAUD, or none (unthrottled).
-    #[arg(long, default_value = "uart:921600", value_parser = parse_link)]
-    pub link: u64,
+    #[command(flatten)]
+    pub board: Board,
     /// Name reported in the hello.
     #[arg(long, default_value = "esp32-s3 (emulated)")]
     pub name: String,
@@ -56,18 +46,18 @@ pub fn run(args: Args) -> Result<()> {
     crate::say!(
         "esp32 node \"{}\" (emulated): SRAM {}, PSRAM {}, {} MHz, link {}",
         args.name,
-        kernels_wasm::esp32::budget::bytes(args.sram),
-        kernels_wasm::esp32::budget::bytes(args.psram),
-        args.clock / 1_000_000,
-        if args.link == 0 { "unthrottled".to_string() } else { format!("UART {} baud", args.link) }
+        kernels_wasm::esp32::budget::bytes(args.board.sram),
+        kernels_wasm::esp32::budget::bytes(args.board.psram),
+        args.board.clock / 1_000_000,
+        if args.board.link == 0 { "unthrottled".to_string() } else { format!("UART {} baud", args.board.link) }
     );
     crate::say!("listening on {addr}");
     let caps = Caps {
         name: args.name.clone(),
-        sram: args.sram,
-        psram: args.psram,
-        clock_hz: args.clock,
-        link_bps: args.link,
+        sram: args.board.sram,
+        psram: args.board.psram,
+        clock_hz: args.board.clock,
+        link_bps: args.board.link,
         emulated: true,
     };
     // The portable kernels: the code a board runs (the same bits as any other backend).
@@ -133,7 +123,7 @@ fn serve(mut s: TcpStream, node: &mut Node, flip: &mut Flipper, args: &Args) -> 
             };
             if slow {
                 // The request's bytes arriving over the UART.
-                throttle(size, args.link);
+                throttle(size, args.board.link);
             }
             let mut out = node.on_decoded(d);
             if out.is_empty() {
@@ -141,7 +131,7 @@ fn serve(mut s: TcpStream, node: &mut Node, flip: &mut Flipper, args: &Args) -> 
             }
             flip.apply(&mut out);
             if slow {
-                throttle(out.len(), args.link);
+                throttle(out.len(), args.board.link);
             }
             s.write_all(&out)?;
             if args.die_after.is_some_and(|n| node.stats().forwards >= n) {

@@ -3,7 +3,7 @@
 //! and reports per node what the boards would take (modelled) and what the emulation took (wall).
 
 use super::link::Addr;
-use super::{now_us, parse_hz, parse_link, parse_size};
+use super::{now_us, Board};
 use anyhow::{bail, Context, Result};
 use kernels_wasm::bitnet::blob::Shared;
 use kernels_wasm::bitnet::model::par::Single;
@@ -40,18 +40,9 @@ pub struct Args {
     pub temp: f32,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// SRAM of each started node.
-    #[arg(long, default_value = "512KiB", value_parser = parse_size)]
-    pub sram: u64,
-    /// PSRAM of each started node.
-    #[arg(long, default_value = "8MiB", value_parser = parse_size)]
-    pub psram: u64,
-    /// Clock of each started node.
-    #[arg(long, default_value = "240MHz", value_parser = parse_hz)]
-    pub clock: u64,
-    /// Link of each started node: uart:BAUD or none.
-    #[arg(long, default_value = "uart:921600", value_parser = parse_link)]
-    pub link: u64,
+    /// Each node this run starts (and the budget `--nodes auto` plans with).
+    #[command(flatten)]
+    pub board: Board,
     /// Fault injection: damage about one in N frames the coordinator sends.
     #[arg(long, default_value_t = 0)]
     pub flip_every: u32,
@@ -90,9 +81,7 @@ fn start_nodes(n: usize, a: &Args) -> Result<(Children, Vec<Addr>)> {
         let mut child = Command::new(&exe)
             .args(["esp32", "node", "--listen", "127.0.0.1:0", "--name"])
             .arg(format!("esp32-s3 #{i} (emulated)"))
-            .args(["--sram", &a.sram.to_string(), "--psram", &a.psram.to_string()])
-            .args(["--clock", &a.clock.to_string()])
-            .args(["--link", &if a.link == 0 { "none".into() } else { format!("uart:{}", a.link) }])
+            .args(a.board.to_args())
             .args(["--flip-every", &a.node_flip_every.to_string()])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -151,7 +140,7 @@ pub fn cluster_run(a: &Args, stop: &dyn Fn() -> bool, on: &mut dyn FnMut(Esp32Ev
         "auto" => {
             let quant = coord::quant_of(&g)?;
             let weights = coord::block_weights(&g, bytes, c)?;
-            let n = budget::fewest_nodes(c, quant, &weights, ctx, Budget { sram: a.sram, psram: a.psram })?;
+            let n = budget::fewest_nodes(c, quant, &weights, ctx, Budget { sram: a.board.sram, psram: a.board.psram })?;
             start_nodes(n, a)?
         }
         s if s.parse::<usize>().is_ok() => {
