@@ -2,50 +2,26 @@
 //! tokens and per-token traces of the BPF calls. One run at a time per host: the programs' maps
 //! are the kernel's, and two runs would fight over memory and cores.
 
-use super::connection::Outbound;
+use super::job::{bad, Job};
 use super::requests::Failure;
 use crate::ebpf::forward::BpfModel;
 use crate::ebpf::models;
-use crate::files::Roots;
 use kernels_wasm::protocol::ebpf::{
     EbpfModel, EbpfPrompt, TopLogit, VerifierStat, MAX_EBPF_PROMPT, MAX_EBPF_PROMPT_TEXT, MAX_EBPF_TOKENS,
 };
-use kernels_wasm::protocol::{ErrorCode, Event, FileRoot, Reply, RequestId, ServerMessage};
+use kernels_wasm::protocol::{ErrorCode, Event, FileRoot, Reply};
 use kernels_wasm::qwen3::model::{Config, Model};
 use kernels_wasm::qwen3::reference::{top_k, Reference};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use tokio::sync::mpsc;
 
-/// Set when the request's future is dropped (cancel, or the connection went away): the run stops
-/// at the next token and releases its kernel objects.
-pub struct CancelOnDrop(pub Arc<AtomicBool>);
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-}
-
-pub struct Run {
-    pub id: RequestId,
-    pub out: mpsc::Sender<Outbound>,
-    pub lock: Arc<Mutex<()>>,
-    pub roots: Roots,
-    pub cancelled: Arc<AtomicBool>,
-}
-
-fn bad(message: impl Into<String>) -> Failure {
-    Failure { code: ErrorCode::BadRequest, message: message.into() }
-}
-
-impl Run {
-    fn event(&self, event: Event) {
-        let _ = self.out.blocking_send(Outbound::Frame(ServerMessage::Event { id: self.id, event }));
-    }
-
-    pub fn run(self, model: EbpfModel, prompt: EbpfPrompt, max_tokens: u32, threads: u32) -> Result<Reply, Failure> {
+impl Job {
+    pub fn ebpf_run(
+        self,
+        model: EbpfModel,
+        prompt: EbpfPrompt,
+        max_tokens: u32,
+        threads: u32,
+    ) -> Result<Reply, Failure> {
         match &prompt {
             EbpfPrompt::Ids { ids } if ids.is_empty() || ids.len() > MAX_EBPF_PROMPT => {
                 return Err(bad(format!("prompt: give 1 to {MAX_EBPF_PROMPT} token ids (got {})", ids.len())));
@@ -122,7 +98,7 @@ impl Run {
         let start = Instant::now();
         let calls_start = bpf.calls();
         for pos in 0..positions - 1 {
-            if self.cancelled.load(Ordering::Relaxed) {
+            if self.cancelled() {
                 return Err(Failure { code: ErrorCode::Cancelled, message: "cancelled".into() });
             }
             let in_prompt = pos + 1 < prompt.len();

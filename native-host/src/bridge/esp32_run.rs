@@ -3,36 +3,22 @@
 //! per host.
 
 use super::connection::Outbound;
+use super::job::{bad, Job};
 use super::requests::Failure;
 use crate::bitnet::dummy::{parse_quant, write_model, Target};
 use crate::esp32::run::{cluster_run, Args};
-use crate::files::Roots;
+use crate::esp32::Board;
 use kernels_wasm::bitnet::model::{dummy, Config};
 use kernels_wasm::esp32::budget::{KIB, MIB};
 use kernels_wasm::gguf::GgmlType;
 use kernels_wasm::protocol::esp32::{Esp32Model, Esp32Run, MAX_ESP32_NODES, MAX_ESP32_PROMPT_TEXT, MAX_ESP32_TOKENS};
-use kernels_wasm::protocol::{ErrorCode, Event, FileRoot, Reply, RequestId, ServerMessage};
+use kernels_wasm::protocol::{ErrorCode, Event, FileRoot, Reply, ServerMessage};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use tokio::sync::mpsc;
 
 /// The fixture, under `assets/`.
 pub const FIXTURE: &str = "fixtures/bitnet-cpp/tiny.i2_s.gguf";
 /// Dummy layouts the bridge makes on request (about a second each).
 pub const DUMMY_SIZES: [&str; 2] = ["tiny", "125M"];
-
-pub struct Run {
-    pub id: RequestId,
-    pub out: mpsc::Sender<Outbound>,
-    pub lock: Arc<Mutex<()>>,
-    pub roots: Roots,
-    pub cancelled: Arc<AtomicBool>,
-}
-
-fn bad(message: impl Into<String>) -> Failure {
-    Failure { code: ErrorCode::BadRequest, message: message.into() }
-}
 
 /// A dummy model in this host's temporary directory, written once (the bridge's own file: no
 /// user path is involved).
@@ -54,8 +40,8 @@ fn dummy_file(size: &str, quant: &str) -> Result<PathBuf, Failure> {
     Ok(path)
 }
 
-impl Run {
-    pub fn run(self, req: Esp32Run) -> Result<Reply, Failure> {
+impl Job {
+    pub fn esp32_run(self, req: Esp32Run) -> Result<Reply, Failure> {
         if req.nodes > MAX_ESP32_NODES {
             return Err(bad(format!("nodes {}: give 0 (as few as fit) to {MAX_ESP32_NODES}", req.nodes)));
         }
@@ -90,17 +76,14 @@ impl Run {
             ctx_size: None,
             temp: 0.0,
             seed: 0,
-            sram,
-            psram,
-            clock: 240_000_000,
-            link,
+            board: Board { sram, psram, clock: 240_000_000, link },
             flip_every: 0,
             node_flip_every: 0,
             resend_ms: 2_000,
             timeout_ms: 20_000,
             verbose: false,
         };
-        let stop = || self.cancelled.load(Ordering::Relaxed);
+        let stop = || self.cancelled();
         let summary = cluster_run(&args, &stop, &mut |event| {
             let _ = self
                 .out

@@ -12,6 +12,7 @@ pub mod connection;
 pub mod ebpf_run;
 pub mod esp32_run;
 pub mod handshake;
+pub mod job;
 pub mod requests;
 
 use crate::files::Roots;

@@ -1,6 +1,7 @@
 //! Running one request: its events and its single final frame, in order, from one task.
 
 use super::connection::Outbound;
+use super::job::{CancelOnDrop, Job};
 use super::Config;
 use crate::probe;
 use kernels_wasm::protocol::{ErrorCode, Event, Reply, Request, RequestId, ServerMessage, MAX_PING_DELAY_MS};
@@ -50,6 +51,11 @@ impl Task {
         let _ = self.out.send(Outbound::Frame(last)).await;
     }
 
+    /// A long run for a blocking thread, holding `lock` while it goes.
+    fn job(&self, lock: &Arc<std::sync::Mutex<()>>) -> (Job, CancelOnDrop) {
+        Job::new(self.id, self.out.clone(), lock.clone(), self.config.roots.clone())
+    }
+
     async fn event(&self, event: Event) {
         let _ = self.out.send(Outbound::Frame(ServerMessage::Event { id: self.id, event })).await;
     }
@@ -95,28 +101,12 @@ impl Task {
                 })
             }
             Request::EbpfRun { model, prompt, max_tokens, threads } => {
-                let cancelled = Arc::new(std::sync::atomic::AtomicBool::new(false));
-                let _guard = super::ebpf_run::CancelOnDrop(cancelled.clone());
-                let run = super::ebpf_run::Run {
-                    id: self.id,
-                    out: self.out.clone(),
-                    lock: self.config.ebpf_run.clone(),
-                    roots: self.config.roots.clone(),
-                    cancelled,
-                };
-                blocking(move || run.run(model, prompt, max_tokens, threads)).await?
+                let (job, _cancel) = self.job(&self.config.ebpf_run);
+                blocking(move || job.ebpf_run(model, prompt, max_tokens, threads)).await?
             }
             Request::Esp32Run(req) => {
-                let cancelled = Arc::new(std::sync::atomic::AtomicBool::new(false));
-                let _guard = super::ebpf_run::CancelOnDrop(cancelled.clone());
-                let run = super::esp32_run::Run {
-                    id: self.id,
-                    out: self.out.clone(),
-                    lock: self.config.esp32_run.clone(),
-                    roots: self.config.roots.clone(),
-                    cancelled,
-                };
-                blocking(move || run.run(req)).await?
+                let (job, _cancel) = self.job(&self.config.esp32_run);
+                blocking(move || job.esp32_run(req)).await?
             }
         }
     }
