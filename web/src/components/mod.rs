@@ -2,11 +2,13 @@
 //! Components tab.
 
 pub mod heatmap;
+pub mod number_input;
 pub mod step_controls;
 pub mod timeline;
 pub mod virtual_table;
 
 pub use heatmap::Heatmap;
+pub use number_input::NumberInput;
 pub use step_controls::StepControls;
 pub use timeline::Timeline;
 pub use virtual_table::VirtualTable;

@@ -4,7 +4,7 @@
 //! the verifier's statistics.
 
 use crate::bridge::Bridge;
-use crate::components::Timeline;
+use crate::components::{NumberInput, Timeline};
 use crate::logic::ebpf::{model_choices, op_totals, parse_ids, timeline_spans, token_label, TINY_RANDOM};
 use kernels_wasm::protocol::ebpf::{EbpfModel, EbpfPrompt, TopLogit, TraceSpan, VerifierStat};
 use kernels_wasm::protocol::{Event, Reply, Request, RequestId, ServerMessage};
@@ -286,17 +286,9 @@ pub fn EbpfTab() -> impl IntoView {
                         "prompt token ids "
                         <input data-testid="ebpf-ids" prop:value=move || ids.get() on:input=move |ev| ids.set(event_target_value(&ev)) />
                     </label>
-                    <label>
-                        "seed "
-                        <input type="number" min="0" prop:value=move || seed.get().to_string()
-                            on:change=move |ev| { if let Ok(s) = event_target_value(&ev).parse() { seed.set(s) } } />
-                    </label>
+                    <NumberInput label="seed" value=seed min=0 max=u64::MAX/>
                 </Show>
-                <label>
-                    "tokens "
-                    <input type="number" min="1" max="512" data-testid="ebpf-n" prop:value=move || max_tokens.get().to_string()
-                        on:change=move |ev| { if let Ok(n) = event_target_value(&ev).parse() { max_tokens.set(n) } } />
-                </label>
+                <NumberInput label="tokens" testid="ebpf-n" value=max_tokens min=1 max=512/>
                 <label>
                     "threads "
                     <select on:change=move |ev| threads.set(if event_target_value(&ev) == "1" { 1 } else { 2 })>

@@ -5,7 +5,7 @@
 //! axis, the tokens as they arrive, and modelled against emulated throughput.
 
 use crate::bridge::Bridge;
-use crate::components::Timeline;
+use crate::components::{NumberInput, Timeline};
 use crate::logic::bitnet_model::{Source, FIXTURE_PROMPT};
 use crate::logic::esp32::{fraction, hop_spans, placement, InPage, RunView, Settings};
 use kernels_wasm::esp32::budget::{bytes, Budget, KIB};
@@ -81,21 +81,6 @@ pub fn Esp32Tab() -> impl IntoView {
             set_timeout(move || run_in_page(ui, s), Duration::from_millis(30));
         }
     };
-    let number = |label: &'static str, testid: &'static str, sig: RwSignal<u64>, min: u64, max: u64| {
-        view! {
-            <label>
-                {label}
-                <input
-                    type="number"
-                    min=min.to_string()
-                    max=max.to_string()
-                    data-testid=testid
-                    prop:value=move || sig.get().to_string()
-                    on:change=move |ev| sig.set(event_target_value(&ev).parse::<u64>().unwrap_or(min).clamp(min, max))
-                />
-            </label>
-        }
-    };
     view! {
         <section class="esp32" data-testid="esp32-tab">
             <h2>"BitNet b1.58 across ESP32-S3 nodes"</h2>
@@ -124,25 +109,15 @@ pub fn Esp32Tab() -> impl IntoView {
                         {(1..=8u32).map(|n| view! { <option value=n.to_string()>{n}</option> }).collect_view()}
                     </select>
                 </label>
-                {number("SRAM KiB ", "esp32-sram", sram_kib, 16, 16 * 1024)}
-                {number("PSRAM KiB ", "esp32-psram", psram_kib, 64, 64 * 1024)}
+                <NumberInput label="SRAM KiB" testid="esp32-sram" value=sram_kib min=16 max=16 * 1024/>
+                <NumberInput label="PSRAM KiB" testid="esp32-psram" value=psram_kib min=64 max=64 * 1024/>
                 <label>
                     "link "
                     <select data-testid="esp32-link" on:change=move |ev| link.set(event_target_value(&ev).parse().unwrap_or(921_600))>
                         {LINKS.iter().map(|(b, l)| view! { <option value=b.to_string()>{*l}</option> }).collect_view()}
                     </select>
                 </label>
-                <label>
-                    "tokens "
-                    <input
-                        type="number"
-                        min="1"
-                        max="256"
-                        data-testid="esp32-tokens"
-                        prop:value=move || tokens.get().to_string()
-                        on:change=move |ev| tokens.set(event_target_value(&ev).parse::<usize>().unwrap_or(32).clamp(1, 256))
-                    />
-                </label>
+                <NumberInput label="tokens" testid="esp32-tokens" value=tokens min=1 max=256/>
                 <label title=move || if connected() { "node processes started by native-host" } else { "no bridge connected" }>
                     <input
                         type="checkbox"

@@ -6,6 +6,7 @@ mod model;
 mod stepper;
 mod table;
 
+use crate::components::NumberInput;
 use crate::logic::bitnet::{Format, Problem, WeightSource, SHAPES};
 use leptos::prelude::*;
 use std::sync::Arc;
@@ -94,20 +95,7 @@ pub fn BitNetTab() -> impl IntoView {
                         <option value="f32">"random f32, absmean-quantised here"</option>
                     </select>
                 </label>
-                <label>
-                    "seed "
-                    <input
-                        type="number"
-                        min="0"
-                        data-testid="bitnet-seed"
-                        prop:value=move || seed.get().to_string()
-                        on:change=move |ev| {
-                            if let Ok(s) = event_target_value(&ev).parse::<u64>() {
-                                seed.set(s);
-                            }
-                        }
-                    />
-                </label>
+                <NumberInput label="seed" testid="bitnet-seed" value=seed min=0 max=u64::MAX/>
             </div>
             {move || match problem.get() {
                 Err(e) => view! { <p class="error" data-testid="bitnet-error">{e}</p> }.into_any(),

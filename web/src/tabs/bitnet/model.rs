@@ -1,6 +1,7 @@
 //! A whole BitNet model generating text in this tab: bitnet.cpp's tiny model or a dummy layout
 //! built here, one token at a time on the page's thread, with tokens per second.
 
+use crate::components::NumberInput;
 use crate::logic::bitnet_model::{build, Demo, Generation, Source, FIXTURE_PROMPT};
 use kernels_wasm::bitnet::backend::Backend;
 use leptos::prelude::*;
@@ -152,28 +153,8 @@ pub fn ModelRun() -> impl IntoView {
                             .collect_view()}
                     </select>
                 </label>
-                <label>
-                    "tokens "
-                    <input
-                        type="number"
-                        min="1"
-                        max="256"
-                        data-testid="bitnet-model-n"
-                        prop:value=move || n.get().to_string()
-                        on:change=move |ev| n.set(event_target_value(&ev).parse::<usize>().unwrap_or(32).clamp(1, 256))
-                    />
-                </label>
-                <label>
-                    "temperature "
-                    <input
-                        type="number"
-                        min="0"
-                        step="0.1"
-                        data-testid="bitnet-model-temp"
-                        prop:value=move || temp.get().to_string()
-                        on:change=move |ev| temp.set(event_target_value(&ev).parse::<f32>().unwrap_or(0.0).clamp(0.0, 5.0))
-                    />
-                </label>
+                <NumberInput label="tokens" testid="bitnet-model-n" value=n min=1 max=256/>
+                <NumberInput label="temperature" testid="bitnet-model-temp" value=temp min=0.0 max=5.0 step="0.1"/>
             </div>
             <label class="wide">
                 "prompt "
