@@ -263,8 +263,22 @@ test('ESP32 tab: a model split across nodes in the page and on the bridge, with 
   await page.waitForSelector('[data-testid=esp32-error]', { timeout: 30_000 });
   assert.match(await page.textContent('[data-testid=esp32-error]'), /cancel/);
   assert.equal(await page.$('[data-testid=esp32-summary]'), null);
-  // Too little PSRAM for one block: refused with the numbers, nothing runs.
+  // The 125M dummy layout (I2_S), built in the page, on the fewest 8 MiB nodes that hold it.
   await page.uncheck('[data-testid=esp32-on-bridge]');
+  await page.selectOption('[data-testid=esp32-model]', '2');
+  await page.selectOption('[data-testid=esp32-link]', '921600');
+  await page.fill('[data-testid=esp32-prompt]', 'hello world');
+  await page.fill('[data-testid=esp32-tokens]', '4');
+  await page.dispatchEvent('[data-testid=esp32-tokens]', 'change');
+  await page.click('[data-testid=esp32-run]');
+  await page.waitForSelector('[data-testid=esp32-summary]', { timeout: 180_000 });
+  assert.equal((await page.$$('[data-testid=esp32-node]')).length, 4);
+  assert.equal((await page.$$('[data-testid=esp32-block]')).length, 11);
+  const big = await page.$eval('[data-testid=esp32-summary]', (e) => ({ ...e.dataset }));
+  assert.equal(big.tokens, '4', JSON.stringify(big));
+  console.log(`# ESP32 cluster (in the page, 125M I2_S): ${await page.textContent('[data-testid=esp32-summary]')}`);
+  // Too little PSRAM for one block: refused with the numbers, nothing runs.
+  await page.selectOption('[data-testid=esp32-model]', '0');
   await page.fill('[data-testid=esp32-psram]', '64');
   await page.dispatchEvent('[data-testid=esp32-psram]', 'change');
   await page.click('[data-testid=esp32-run]');
