@@ -277,6 +277,15 @@ test('ESP32 tab: a model split across nodes in the page and on the bridge, with 
   const big = await page.$eval('[data-testid=esp32-summary]', (e) => ({ ...e.dataset }));
   assert.equal(big.tokens, '4', JSON.stringify(big));
   console.log(`# ESP32 cluster (in the page, 125M I2_S): ${await page.textContent('[data-testid=esp32-summary]')}`);
+  // A file from the bridge's models directory goes to the bridge; SmolLM2 is no BitNet model.
+  if (MODELS_DIR) {
+    const file = await page.$eval('[data-testid=esp32-model]', (s) => [...s.options].find((o) => o.text.toLowerCase().includes('smollm2'))?.value);
+    assert.ok(file, 'the models directory\'s files are offered');
+    await page.selectOption('[data-testid=esp32-model]', file);
+    await page.click('[data-testid=esp32-run]');
+    await page.waitForSelector('[data-testid=esp32-error]', { timeout: 60_000 });
+    assert.match(await page.textContent('[data-testid=esp32-error]'), /not a BitNet model/);
+  }
   // Too little PSRAM for one block: refused with the numbers, nothing runs.
   await page.selectOption('[data-testid=esp32-model]', '0');
   await page.fill('[data-testid=esp32-psram]', '64');

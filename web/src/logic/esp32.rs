@@ -17,6 +17,7 @@ use kernels_wasm::esp32::node::Clock;
 use kernels_wasm::esp32::{Cluster, Node, Peer, Timing};
 use kernels_wasm::gguf::Gguf;
 use kernels_wasm::protocol::esp32::{Esp32Event, Esp32Summary, Hop, NodePlan};
+use kernels_wasm::protocol::{FileRoot, ModelEntry};
 use std::sync::Arc;
 
 /// What a run is asked to do.
@@ -65,6 +66,17 @@ impl RunView {
             }
         }
     }
+}
+
+/// The GGUF files in the bridge's models directory, sorted: models the bridge can split too.
+pub fn gguf_files(entries: &[ModelEntry]) -> Vec<String> {
+    let mut files: Vec<String> = entries
+        .iter()
+        .filter(|e| e.root == FileRoot::Models && e.path.to_ascii_lowercase().ends_with(".gguf"))
+        .map(|e| e.path.clone())
+        .collect();
+    files.sort();
+    files
 }
 
 /// Which node holds each block (`None`: unplaced).
@@ -243,6 +255,18 @@ mod tests {
         let sum = run.summary().unwrap();
         assert_eq!(sum.nodes.iter().map(|n| n.forwards).collect::<Vec<_>>(), [32, 32]);
         assert!(sum.modelled_tok_s > 0.0 && sum.link_share > 0.0 && sum.link_share < 1.0, "{sum:?}");
+    }
+
+    #[test]
+    fn the_bridge_offers_its_models_directorys_gguf_files() {
+        let e = |root, path: &str| ModelEntry { root, path: path.into(), bytes: 1 };
+        let entries = [
+            e(FileRoot::Models, "z.gguf"),
+            e(FileRoot::Models, "qwen/config.json"),
+            e(FileRoot::Assets, "fixtures/bitnet-cpp/tiny.i2_s.gguf"),
+            e(FileRoot::Models, "a/B.GGUF"),
+        ];
+        assert_eq!(gguf_files(&entries), ["a/B.GGUF", "z.gguf"]);
     }
 
     #[test]

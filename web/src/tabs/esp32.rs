@@ -7,7 +7,7 @@
 use crate::bridge::Bridge;
 use crate::components::{NumberInput, Timeline};
 use crate::logic::bitnet_model::{Source, FIXTURE_PROMPT};
-use crate::logic::esp32::{fraction, hop_spans, placement, InPage, RunView, Settings};
+use crate::logic::esp32::{fraction, gguf_files, hop_spans, placement, InPage, RunView, Settings};
 use kernels_wasm::esp32::budget::{bytes, Budget, KIB};
 use kernels_wasm::protocol::esp32::{Esp32Model, Esp32Run, NodePlan};
 use kernels_wasm::protocol::{Event, Reply, Request, ServerMessage};
@@ -58,12 +58,33 @@ pub fn Esp32Tab() -> impl IntoView {
         run: StoredValue::new_local(None),
     };
     let connected = move || bridge.status.with(|s| s.hello().is_some());
+    // GGUF files in the bridge's models directory: choices after the page's own models.
+    let files = RwSignal::new(Vec::<String>::new());
+    Effect::new(move |_| {
+        if connected() {
+            let _ = bridge.request(Request::ListModels, move |m| {
+                if let ServerMessage::Result { result: Reply::Models { models }, .. } = m {
+                    files.set(gguf_files(models));
+                }
+                true
+            });
+        }
+    });
     let start = move |_| {
         if ui.busy.get_untracked() {
             return;
         }
+        let src = source.get_untracked();
+        let file = src.checked_sub(Source::ALL.len()).and_then(|i| files.with_untracked(|f| f.get(i).cloned()));
+        if file.is_some() && !connected() {
+            ui.view.set(RunView {
+                error: Some("a model from the bridge's directory needs the bridge".into()),
+                ..RunView::default()
+            });
+            return;
+        }
         let s = Settings {
-            source: Source::ALL[source.get_untracked()],
+            source: Source::ALL[src.min(Source::ALL.len() - 1)],
             nodes: nodes.get_untracked(),
             budget: Budget { sram: sram_kib.get_untracked() * KIB, psram: psram_kib.get_untracked() * KIB },
             link_bps: link.get_untracked(),
@@ -74,8 +95,8 @@ pub fn Esp32Tab() -> impl IntoView {
         ui.stop.set(false);
         ui.view.set(RunView::default());
         ui.step.set(None);
-        if on_bridge.get_untracked() && connected() {
-            run_on_bridge(ui, bridge, s);
+        if file.is_some() || (on_bridge.get_untracked() && connected()) {
+            run_on_bridge(ui, bridge, s, file);
         } else {
             ui.status.set("building the model and loading the nodes in this page…".into());
             set_timeout(move || run_in_page(ui, s), Duration::from_millis(30));
@@ -100,6 +121,16 @@ pub fn Esp32Tab() -> impl IntoView {
                             .enumerate()
                             .map(|(i, s)| view! { <option value=i.to_string()>{s.label()}</option> })
                             .collect_view()}
+                        {move || {
+                            files
+                                .get()
+                                .into_iter()
+                                .enumerate()
+                                .map(|(i, f)| {
+                                    view! { <option value=(Source::ALL.len() + i).to_string()>{format!("{f} (the bridge's models directory)")}</option> }
+                                })
+                                .collect_view()
+                        }}
                     </select>
                 </label>
                 <label>
@@ -241,7 +272,7 @@ fn Summary(view: RwSignal<RunView>, source: RwSignal<usize>) -> impl IntoView {
             v.summary.as_ref().map(|s| {
                 // bitnet.cpp's model and prompt, greedy: compare with what llama-cli printed.
                 let want = &FIXTURE_GREEDY[..FIXTURE_GREEDY.len() - 2];
-                let fixture = Source::ALL[source.get_untracked()] == Source::Fixture && v.prompt == format!(" {FIXTURE_PROMPT}");
+                let fixture = Source::ALL.get(source.get_untracked()) == Some(&Source::Fixture) && v.prompt == format!(" {FIXTURE_PROMPT}");
                 let matches = fixture.then(|| want.starts_with(&v.text) || v.text.starts_with(want));
                 let loaded_s: f64 = v.loaded.iter().map(|l| l.2 as f64 / 1e6).sum();
                 view! {
@@ -394,10 +425,12 @@ fn tick(ui: Ui) {
     }
 }
 
-fn run_on_bridge(ui: Ui, bridge: Bridge, s: Settings) {
-    let model = match s.source {
-        Source::Fixture => Esp32Model::Fixture,
-        Source::Dummy { size, quant } => Esp32Model::Dummy { size: size.into(), quant: quant.name().into() },
+/// `file`: a GGUF file in the bridge's models directory, instead of `s.source`.
+fn run_on_bridge(ui: Ui, bridge: Bridge, s: Settings, file: Option<String>) {
+    let model = match (file, s.source) {
+        (Some(path), _) => Esp32Model::Path { path },
+        (None, Source::Fixture) => Esp32Model::Fixture,
+        (None, Source::Dummy { size, quant }) => Esp32Model::Dummy { size: size.into(), quant: quant.name().into() },
     };
     let req = Request::Esp32Run(Esp32Run {
         model,
