@@ -270,6 +270,12 @@ pub fn quant_of(g: &Gguf) -> Result<Quant, Esp32Error> {
     }
 }
 
+/// The fewest nodes of `budget` that hold `file`'s blocks with their KV caches for `context`.
+pub fn fewest_nodes(g: &Gguf, file: &[u8], context: usize, budget: Budget) -> Result<usize, Esp32Error> {
+    let c = Config::from_gguf(g)?;
+    budget::fewest_nodes(&c, quant_of(g)?, &block_weights(g, file, &c)?, context, budget)
+}
+
 /// Each block's weight bytes.
 pub fn block_weights(g: &Gguf, file: &[u8], c: &Config) -> Result<Vec<u64>, Esp32Error> {
     (0..c.layers)
@@ -301,12 +307,13 @@ impl<L: Link> Cluster<L> {
     }
 
     /// Plans the split of `file`'s blocks over the nodes and loads each node's share. Nothing
-    /// moves until the whole plan fits.
+    /// moves until the whole plan fits. `model` and `prompt` (its text) name the run in the plan.
     pub fn load(
         &mut self,
         file: &[u8],
         g: &Gguf,
         context: usize,
+        (model, prompt): (&str, &str),
         on: &mut dyn FnMut(Esp32Event),
     ) -> Result<(), Esp32Error> {
         let c = Config::from_gguf(g)?;
@@ -337,7 +344,7 @@ impl<L: Link> Cluster<L> {
                 max_rows: rows.min(u32::MAX as u64) as u32,
             });
         }
-        on(Esp32Event::Plan { model: String::new(), prompt: String::new(), layers: c.layers as u32, nodes: plans });
+        on(Esp32Event::Plan { model: model.into(), prompt: prompt.into(), layers: c.layers as u32, nodes: plans });
         for i in 0..self.peers.len() {
             let r = self.ranges[i].clone();
             if r.is_empty() {

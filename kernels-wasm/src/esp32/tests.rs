@@ -74,7 +74,7 @@ fn run(
     let mut events = Vec::new();
     let timing = Timing { resend_ms: 100, give_up_ms: 1_000, poll_ms: 10 };
     let out = Cluster::connect(peers, timing, None).and_then(|mut cl| {
-        cl.load(file, &g, 64, &mut |e| events.push(e))?;
+        cl.load(file, &g, 64, ("test", ""), &mut |e| events.push(e))?;
         let ex = Exec::best(&Single);
         cl.generate(&m, prompt, n, &mut Sampler::new(0.0, 1), &ex, &mut |e| events.push(e)).map(|s| s.tokens)
     });

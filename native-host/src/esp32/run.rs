@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use kernels_wasm::bitnet::blob::Shared;
 use kernels_wasm::bitnet::model::par::Single;
 use kernels_wasm::bitnet::model::sample::Sampler;
-use kernels_wasm::bitnet::model::{load, Config, Exec};
+use kernels_wasm::bitnet::model::{load, Exec};
 use kernels_wasm::esp32::budget::{self, Budget};
 use kernels_wasm::esp32::{coord, Cluster, Link, Peer, Timing};
 use kernels_wasm::gguf::Gguf;
@@ -135,13 +135,10 @@ pub fn cluster_run(a: &Args, stop: &dyn Fn() -> bool, on: &mut dyn FnMut(Esp32Ev
             prompt.len() + a.n_predict
         );
     }
-    let c: &Config = &model.config;
     let (_children, addrs) = match a.nodes.as_str() {
         "auto" => {
-            let quant = coord::quant_of(&g)?;
-            let weights = coord::block_weights(&g, bytes, c)?;
-            let n = budget::fewest_nodes(c, quant, &weights, ctx, Budget { sram: a.board.sram, psram: a.board.psram })?;
-            start_nodes(n, a)?
+            let budget = Budget { sram: a.board.sram, psram: a.board.psram };
+            start_nodes(coord::fewest_nodes(&g, bytes, ctx, budget)?, a)?
         }
         s if s.parse::<usize>().is_ok() => {
             let n: usize = s.parse()?;
@@ -162,14 +159,7 @@ pub fn cluster_run(a: &Args, stop: &dyn Fn() -> bool, on: &mut dyn FnMut(Esp32Ev
     let name = a.model.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default();
     // The prompt echo is text: a prompt that decodes to broken UTF-8 is shown lossily.
     let text = String::from_utf8_lossy(&tok.decode(&prompt)).to_string();
-    cluster.load(bytes, &g, ctx, &mut |e| {
-        on(match e {
-            Esp32Event::Plan { layers, nodes, .. } => {
-                Esp32Event::Plan { model: name.clone(), prompt: text.clone(), layers, nodes }
-            }
-            e => e,
-        })
-    })?;
+    cluster.load(bytes, &g, ctx, (&name, &text), on)?;
     let ex = Exec::best(&Single);
     let mut sampler = Sampler::new(a.temp, a.seed);
     let mut g = cluster.start(&model, &prompt, &ex, on)?;

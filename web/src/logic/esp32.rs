@@ -9,7 +9,7 @@ use kernels_wasm::bitnet::blob::Shared;
 use kernels_wasm::bitnet::model::par::Single;
 use kernels_wasm::bitnet::model::sample::Sampler;
 use kernels_wasm::bitnet::model::{load, table, Exec, Model};
-use kernels_wasm::esp32::budget::{self, Budget};
+use kernels_wasm::esp32::budget::Budget;
 use kernels_wasm::esp32::coord::{self, Generation};
 use kernels_wasm::esp32::local::Local;
 use kernels_wasm::esp32::msg::Caps;
@@ -153,13 +153,8 @@ impl InPage {
             return Err("give a prompt and at least one token".into());
         }
         let ctx = prompt.len() + s.tokens;
-        let c = &model.config;
         let nodes = match s.nodes {
-            0 => {
-                let weights = coord::block_weights(&g, file, c).map_err(|e| e.to_string())?;
-                let quant = coord::quant_of(&g).map_err(|e| e.to_string())?;
-                budget::fewest_nodes(c, quant, &weights, ctx, s.budget).map_err(|e| e.to_string())?
-            }
+            0 => coord::fewest_nodes(&g, file, ctx, s.budget).map_err(|e| e.to_string())?,
             n => n as usize,
         };
         let clock: Clock = now_us;
@@ -181,16 +176,7 @@ impl InPage {
         let mut cluster = Cluster::connect(peers, Timing::default(), Some(clock)).map_err(|e| e.to_string())?;
         let name = s.source.label();
         let text = String::from_utf8_lossy(&tok.decode(&prompt)).into_owned();
-        cluster
-            .load(file, &g, ctx, &mut |e| {
-                on(match e {
-                    Esp32Event::Plan { layers, nodes, .. } => {
-                        Esp32Event::Plan { model: name.clone(), prompt: text.clone(), layers, nodes }
-                    }
-                    e => e,
-                })
-            })
-            .map_err(|e| e.to_string())?;
+        cluster.load(file, &g, ctx, (&name, &text), on).map_err(|e| e.to_string())?;
         let gen = cluster.start(&model, &prompt, &exec(), on).map_err(|e| e.to_string())?;
         Ok(InPage { model, cluster, gen, sampler: Sampler::new(0.0, 0), limit: s.tokens })
     }
