@@ -12,6 +12,13 @@ fn host(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_native-host")).args(args).output().expect("run native-host")
 }
 
+/// `esp32 run` on bitnet.cpp's model and prompt, `n` tokens, with `extra` arguments.
+fn run_fixture(n: &str, extra: &[&str]) -> Output {
+    let mut args = vec!["esp32", "run", "-m", FIXTURE, "-p", PROMPT, "-n", n];
+    args.extend_from_slice(extra);
+    host(&args)
+}
+
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -54,7 +61,7 @@ fn a_cluster_of_node_processes_prints_the_single_machines_bytes() {
     let want = single_machine("24");
     // Started by the coordinator: the fewest nodes, then one per block; and nodes started apart.
     for nodes in ["auto", "2"] {
-        let o = host(&["esp32", "run", "-m", FIXTURE, "-p", PROMPT, "-n", "24", "--nodes", nodes, "--link", "none"]);
+        let o = run_fixture("24", &["--nodes", nodes, "--link", "none"]);
         assert!(o.status.success(), "{}", stderr(&o));
         assert_eq!(o.stdout, want, "--nodes {nodes}");
         let err = stderr(&o);
@@ -62,7 +69,7 @@ fn a_cluster_of_node_processes_prints_the_single_machines_bytes() {
     }
     let (a, b) = (node(&[]), node(&["--psram", "300KiB"]));
     let list = format!("{},tcp://{}", a.1, b.1);
-    let o = host(&["esp32", "run", "-m", FIXTURE, "-p", PROMPT, "-n", "24", "--nodes", &list]);
+    let o = run_fixture("24", &["--nodes", &list]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(o.stdout, want);
 }
@@ -70,26 +77,10 @@ fn a_cluster_of_node_processes_prints_the_single_machines_bytes() {
 #[test]
 fn damaged_frames_both_ways_are_resent_and_the_bytes_do_not_change() {
     let want = single_machine("16");
-    let o = host(&[
-        "esp32",
-        "run",
-        "-m",
-        FIXTURE,
-        "-p",
-        PROMPT,
-        "-n",
+    let o = run_fixture(
         "16",
-        "--nodes",
-        "2",
-        "--link",
-        "none",
-        "--flip-every",
-        "3",
-        "--node-flip-every",
-        "3",
-        "--resend-ms",
-        "200",
-    ]);
+        &["--nodes", "2", "--link", "none", "--flip-every", "3", "--node-flip-every", "3", "--resend-ms", "200"],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(o.stdout, want);
     let err = stderr(&o);
@@ -108,7 +99,7 @@ fn damaged_frames_both_ways_are_resent_and_the_bytes_do_not_change() {
 fn a_node_that_dies_mid_run_is_named_and_the_output_is_marked_incomplete() {
     // The first node holds one block, so the second gets the other.
     let (a, b) = (node(&["--psram", "300KiB"]), node(&["--die-after", "5"]));
-    let o = host(&["esp32", "run", "-m", FIXTURE, "-p", PROMPT, "-n", "20", "--nodes", &format!("{},{}", a.1, b.1)]);
+    let o = run_fixture("20", &["--nodes", &format!("{},{}", a.1, b.1)]);
     let err = stderr(&o);
     assert!(!o.status.success());
     assert!(err.contains(&format!("node 1 ({})", b.1)) && err.contains("forward"), "{err}");
@@ -120,22 +111,7 @@ fn a_silent_node_times_out_by_name() {
     let a = node(&[]);
     // SIGSTOP: the node keeps its socket open and never answers.
     unsafe { libc::kill(a.0.id() as i32, libc::SIGSTOP) };
-    let o = host(&[
-        "esp32",
-        "run",
-        "-m",
-        FIXTURE,
-        "-p",
-        PROMPT,
-        "-n",
-        "4",
-        "--nodes",
-        &a.1,
-        "--timeout-ms",
-        "800",
-        "--resend-ms",
-        "200",
-    ]);
+    let o = run_fixture("4", &["--nodes", &a.1, "--timeout-ms", "800", "--resend-ms", "200"]);
     unsafe { libc::kill(a.0.id() as i32, libc::SIGCONT) };
     let err = stderr(&o);
     assert!(!o.status.success() && err.contains(&format!("node 0 ({})", a.1)) && err.contains("no answer"), "{err}");
@@ -143,11 +119,11 @@ fn a_silent_node_times_out_by_name() {
 
 #[test]
 fn an_assignment_over_budget_is_refused_before_any_weight_moves() {
-    let o = host(&["esp32", "run", "-m", FIXTURE, "-p", PROMPT, "-n", "4", "--nodes", "1", "--psram", "300KiB"]);
+    let o = run_fixture("4", &["--nodes", "1", "--psram", "300KiB"]);
     let err = stderr(&o);
     assert!(!o.status.success() && err.contains("over budget") && err.contains("more nodes"), "{err}");
     assert!(!err.contains("loaded"), "{err}");
-    let o = host(&["esp32", "run", "-m", FIXTURE, "-p", PROMPT, "-n", "4", "--nodes", "1", "--sram", "64KiB"]);
+    let o = run_fixture("4", &["--nodes", "1", "--sram", "64KiB"]);
     let err = stderr(&o);
     assert!(!o.status.success() && err.contains("SRAM") && err.contains("64.0 KiB"), "{err}");
 }
@@ -160,9 +136,7 @@ fn bad_arguments_are_named() {
         (&["--psram", "lots"][..], "8MiB"),
         (&["--nodes", "0"][..], "1 to 64"),
     ] {
-        let mut a = vec!["esp32", "run", "-m", FIXTURE, "-p", PROMPT];
-        a.extend_from_slice(args);
-        let o = host(&a);
+        let o = run_fixture("32", args);
         assert!(!o.status.success() && stderr(&o).contains(want), "{args:?}: {}", stderr(&o));
     }
     let o = host(&["esp32", "run", "-m", "/nonexistent.gguf"]);
@@ -220,18 +194,7 @@ fn a_node_on_a_serial_line_runs_like_one_on_tcp() {
         }
     });
     let want = single_machine("12");
-    let o = host(&[
-        "esp32",
-        "run",
-        "-m",
-        FIXTURE,
-        "-p",
-        PROMPT,
-        "-n",
-        "12",
-        "--nodes",
-        &format!("serial://{}@921600", tty.display()),
-    ]);
+    let o = run_fixture("12", &["--nodes", &format!("serial://{}@921600", tty.display())]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(o.stdout, want);
     // SAFETY: closing our copy of the slave descriptor.
