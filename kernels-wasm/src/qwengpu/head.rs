@@ -59,7 +59,20 @@ pub struct MemLayer {
     /// The decay `α = exp(−exp(A_log)·softplus(a + dt_bias))` with `A_log = −1000`, `a = 0`: a
     /// constant of the weights (1).
     alpha: f32,
-    scratch: Vec<f32>,
+    scratch: Scratch,
+}
+
+/// Per-token buffers, reused: the hot entries of k, q and v, the vectors v, Sᵀk and o, and o's
+/// nonzero entries.
+#[derive(Debug, Clone, Default)]
+struct Scratch {
+    k: Vec<(usize, f32)>,
+    q: Vec<(usize, f32)>,
+    e: Vec<(usize, f32)>,
+    v: Vec<f32>,
+    kv: Vec<f32>,
+    o: Vec<f32>,
+    nz: Vec<u32>,
 }
 
 impl MemLayer {
@@ -96,7 +109,7 @@ impl MemLayer {
             norm,
             state: vec![0.0; d_k * d_v],
             alpha: (-(-1000.0f32).exp() * 2.0f32.ln()).exp(),
-            scratch: Vec::new(),
+            scratch: Scratch::default(),
         }
     }
 
@@ -111,14 +124,13 @@ impl MemLayer {
     }
 
     /// The hot entries of a projection: `(M/2)·(n+1)` is M on hot channels, 0 on cold ones.
-    fn hot_entries(cols: &Columns, st: &State) -> Vec<(usize, f32)> {
-        let mut v = Vec::new();
+    fn hot_entries(cols: &Columns, st: &State, v: &mut Vec<(usize, f32)>) {
+        v.clear();
         for (g, chans) in cols {
             if let Some(h) = st.hot[*g] {
                 v.extend(chans[h as usize].iter().map(|&(i, w)| (i as usize, w)));
             }
         }
-        v
     }
 
     pub fn forward(&mut self, s: &Stream, st: &mut State, layer: usize) -> Result<(), StreamError> {
@@ -132,61 +144,74 @@ impl MemLayer {
             }
         };
         let (dv, scale) = (self.d_v, 1.0 / (self.d_k as f32).sqrt());
-        let mut k = Self::hot_entries(&self.key, st);
-        let mut q = Self::hot_entries(&self.query, st);
+        let mut sc = core::mem::take(&mut self.scratch);
+        Self::hot_entries(&self.key, st, &mut sc.k);
+        Self::hot_entries(&self.query, st, &mut sc.q);
         // No key and no query: with α = 1 the state stays as it is (k = 0 adds k ⊗ δ = 0) and
         // o = Sᵀ·0 = 0 gives a zero output, so there is nothing to compute.
-        if k.is_empty() && q.is_empty() && self.alpha == 1.0 {
+        if sc.k.is_empty() && sc.q.is_empty() && self.alpha == 1.0 {
+            self.scratch = sc;
             return Ok(());
         }
-        l2(&mut k, 1.0);
-        l2(&mut q, scale);
+        l2(&mut sc.k, 1.0);
+        l2(&mut sc.q, scale);
         // β = sigmoid(32) = 1 and α = exp(−exp(−1000)·softplus(0)) = 1, as `memory` sets them.
         let beta = 1.0 / (1.0 + (-32.0f32).exp());
         let alpha = self.alpha;
         if alpha != 1.0 {
             self.state.iter_mut().for_each(|x| *x *= alpha);
         }
-        // Scratch vectors v, Sᵀk and o (reused: no allocation per token).
-        let mut scratch = core::mem::take(&mut self.scratch);
-        scratch.clear();
-        scratch.resize(3 * dv, 0.0);
-        let (v, rest) = scratch.split_at_mut(dv);
-        let (kv, o) = rest.split_at_mut(dv);
         // No key: k ⊗ δ = 0 leaves the state as it is.
-        if !k.is_empty() {
-            for (j, m) in Self::hot_entries(&self.value, st) {
-                v[j] = silu(m);
+        if !sc.k.is_empty() {
+            Self::hot_entries(&self.value, st, &mut sc.e);
+            sc.v.clear();
+            sc.v.resize(dv, 0.0);
+            for &(j, m) in &sc.e {
+                sc.v[j] = silu(m);
             }
-            for &(i, ki) in &k {
-                for (acc, s) in kv.iter_mut().zip(&self.state[i * dv..(i + 1) * dv]) {
+            sc.kv.clear();
+            sc.kv.resize(dv, 0.0);
+            for &(i, ki) in &sc.k {
+                for (acc, s) in sc.kv.iter_mut().zip(&self.state[i * dv..(i + 1) * dv]) {
                     *acc += s * ki;
                 }
             }
-            for &(i, ki) in &k {
-                for j in 0..dv {
-                    self.state[i * dv + j] += ki * (beta * (v[j] - kv[j]));
+            for &(i, ki) in &sc.k {
+                let row = &mut self.state[i * dv..(i + 1) * dv];
+                for ((s, v), kv) in row.iter_mut().zip(&sc.v).zip(&sc.kv) {
+                    *s += ki * (beta * (v - kv));
                 }
-            }
-        }
-        for &(i, qi) in &q {
-            for (acc, s) in o.iter_mut().zip(&self.state[i * dv..(i + 1) * dv]) {
-                *acc += s * qi;
             }
         }
         // No query: o = 0 and every output is 0.
         let mut result = Ok(());
-        if !q.is_empty() {
-            let r = 1.0 / (o.iter().fold(0.0, |a, x| a + x * x) / dv as f32 + 1e-6).sqrt();
+        if !sc.q.is_empty() {
+            sc.o.clear();
+            sc.o.resize(dv, 0.0);
+            for &(i, qi) in &sc.q {
+                for (acc, s) in sc.o.iter_mut().zip(&self.state[i * dv..(i + 1) * dv]) {
+                    *acc += s * qi;
+                }
+            }
+            // The row's nonzero entries, in order: a zero adds +0 to the (non-negative) sum of
+            // squares and gives y = 0, no write, so visiting only these is the same arithmetic.
+            sc.nz.clear();
+            for (c, chunk) in sc.o.chunks(16).enumerate() {
+                if chunk.iter().fold(false, |a, &x| a | (x != 0.0)) {
+                    sc.nz.extend((0..chunk.len()).filter(|&j| chunk[j] != 0.0).map(|j| (16 * c + j) as u32));
+                }
+            }
+            let ss = sc.nz.iter().fold(0.0, |a, &j| a + sc.o[j as usize] * sc.o[j as usize]);
+            let r = 1.0 / (ss / dv as f32 + 1e-6).sqrt();
             let gate = silu(32.0);
-            for (j, &oj) in o.iter().enumerate() {
-                let y = oj * r * self.norm * gate;
+            for &j in &sc.nz {
+                let y = sc.o[j as usize] * r * self.norm * gate;
                 if y != 0.0 && result.is_ok() {
-                    result = st.write(s, self.out[j], 2.0 * A * y, layer);
+                    result = st.write(s, self.out[j as usize], 2.0 * A * y, layer);
                 }
             }
         }
-        self.scratch = scratch;
+        self.scratch = sc;
         result
     }
 

@@ -4,7 +4,8 @@
 //!
 //! The compiled machine: `deltanet` is Qwen3.5's Gated DeltaNet in f32, `memory` and `alu` argue
 //! why chosen weights make its state rows and its MLPs exact; `net` is the residual stream of
-//! one-hot groups, the AND-unit MLP and its executor, `head` the DeltaNet head as state rows;
+//! one-hot groups and the executor's schedule, `mlp` the AND-unit MLP, `head` the DeltaNet head
+//! as state rows;
 //! `units` and `alu_units` build word circuits (chains, multiplier, divider, shifts, shuffles);
 //! `rom` encodes instructions as ROM rows; `control` (with `control_rows`) is the SIMT sequencer;
 //! `compiled` assembles the layers and `run` drives them token by token in lockstep with the
@@ -30,6 +31,8 @@ pub mod isa;
 pub mod lower;
 #[cfg(feature = "std")]
 pub mod memory;
+#[cfg(feature = "std")]
+pub mod mlp;
 #[cfg(feature = "std")]
 pub mod net;
 pub mod ptx;

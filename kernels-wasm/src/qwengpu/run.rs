@@ -14,7 +14,7 @@ use super::control::{self, ABSENT, CTRL, DONE, EXEC, FETCH, LIVE};
 use super::interp::{Entry, Launch, Machine, MachineError, StepRecord};
 use super::isa::{Program, Special};
 use super::memory::{decode_row, M};
-use super::net::{Group, Layer, MemLayer, State, StreamError};
+use super::net::{Group, Layer, MemLayer, Schedule, State, StreamError};
 use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -68,6 +68,7 @@ pub struct Token {
 pub struct Runner {
     pub c: Compiled,
     st: State,
+    schedule: Schedule,
     pub tokens: u64,
     /// Check every step against the interpreter (on by default).
     pub lockstep: bool,
@@ -128,7 +129,8 @@ fn row_word(head: &MemLayer, row: usize) -> Option<u32> {
 impl Runner {
     pub fn new(c: Compiled) -> Runner {
         let st = State::new(&c.stream);
-        Runner { c, st, tokens: 0, lockstep: true, views: false, clock: None }
+        let schedule = Schedule::new(&c.stream, &c.layers);
+        Runner { c, st, schedule, tokens: 0, lockstep: true, views: false, clock: None }
     }
 
     fn head(&self, i: usize) -> &MemLayer {
@@ -164,9 +166,7 @@ impl Runner {
         if let Some(q) = t.query {
             st.put(s, io.qg, q);
         }
-        for (i, layer) in self.c.layers.iter_mut().enumerate() {
-            layer.forward(s, st, i)?;
-        }
+        self.schedule.forward(s, st, &mut self.c.layers)?;
         self.tokens += 1;
         let word = |w: &[super::net::Group]| {
             w.iter().enumerate().try_fold(0u32, |acc, (k, g)| Some(acc | (st.get(*g)? as u32) << (4 * k)))
