@@ -230,9 +230,10 @@ impl MlpLayer {
             .sum()
     }
 
-    /// The groups units are filed under, in the order of [`MlpLayer::forward_hot`]'s entries.
-    pub fn pivot_groups(&self) -> impl Iterator<Item = usize> + '_ {
-        self.pivot.iter().map(|&(g, _)| g as usize)
+    /// The groups units are filed under, each with where its channels' entries start: the
+    /// entry of channel h is `at + h` (what [`MlpLayer::forward_hot`] takes).
+    pub fn pivot_groups(&self) -> impl Iterator<Item = (usize, u32)> + '_ {
+        self.pivot.iter().map(|&(g, at)| (g as usize, at))
     }
 
     /// Whether the layer has units that fire with every channel cold (it must always run).
@@ -294,22 +295,21 @@ impl MlpLayer {
     pub fn forward(&mut self, s: &Stream, st: &mut State, layer: usize) -> Result<(), StreamError> {
         let mut hot = core::mem::take(&mut self.hot);
         hot.clear();
-        hot.extend((0..self.pivot.len() as u32).filter(|&p| st.hot[self.pivot[p as usize].0 as usize].is_some()));
+        hot.extend(self.pivot.iter().filter_map(|&(g, at)| st.hot[g as usize].map(|h| at + h as u32)));
         let result = self.forward_hot(s, st, layer, &hot);
         self.hot = hot;
         result
     }
 
-    /// The layer, given which pivot entries have a hot group (each once, any order; `Schedule`
-    /// knows them without a scan). Missing one would skip units that fire: the caller's promise.
+    /// The layer, given the entries of the pivot groups' hot channels (each once, any order;
+    /// `Schedule` knows them without a scan). Missing one would skip units that fire: the
+    /// caller's promise.
     pub fn forward_hot(&mut self, s: &Stream, st: &mut State, layer: usize, hot: &[u32]) -> Result<(), StreamError> {
         let mut fired = core::mem::take(&mut self.fired);
         fired.clear();
         let mut n = 0;
-        for &p in hot {
-            let (g, at) = self.pivot[p as usize];
-            let Some(h) = st.hot[g as usize] else { continue };
-            let k = (at + h as u32) as usize;
+        for &k in hot {
+            let k = k as usize;
             for &(g2, at2) in &self.buckets[self.starts[k] as usize..self.starts[k + 1] as usize] {
                 // A unit whose second condition is cold misses it: gate ≤ −128, silu = −0.
                 let j = match g2 {
@@ -410,9 +410,8 @@ mod tests {
             dense.forward(&mut x);
             // The pivot entries handed over in another order (as `Schedule` does) change nothing.
             let mut scheduled = st.clone();
-            let mut hot: Vec<u32> = (0..layer.pivot.len() as u32)
-                .filter(|&p| st.hot[layer.pivot[p as usize].0 as usize].is_some())
-                .collect();
+            let mut hot: Vec<u32> =
+                layer.pivot_groups().filter_map(|(g, at)| st.hot[g].map(|h| at + h as u32)).collect();
             hot.reverse();
             layer.forward(&s, &mut st, 0).unwrap();
             st.check(&s, 0).unwrap();

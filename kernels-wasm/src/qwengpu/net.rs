@@ -284,11 +284,11 @@ impl Layer {
 /// rather than by scanning every layer's pivot groups (see the module comment).
 #[derive(Debug, Clone)]
 pub struct Schedule {
-    /// Per group: the (layer, pivot entry) pairs that file units under it
-    /// (`watch[watch_at[g]..watch_at[g + 1]]`, by layer).
+    /// Per group: the layers that file units under it, each with where the group's entries
+    /// start in that layer (`watch[watch_at[g]..watch_at[g + 1]]`, by layer).
     watch_at: Vec<u32>,
     watch: Vec<(u32, u32)>,
-    /// Per layer: the pivot entries woken in this token.
+    /// Per layer: the entries of the hot channels woken in this token.
     woken: Vec<Vec<u32>>,
     /// Whether a layer has units that fire with every channel cold (run whatever is woken).
     always: Vec<bool>,
@@ -299,7 +299,7 @@ impl Schedule {
         let mut pairs: Vec<(u32, u32, u32)> = Vec::new();
         for (l, layer) in layers.iter().enumerate() {
             if let Layer::Mlp(m) = layer {
-                pairs.extend(m.pivot_groups().enumerate().map(|(p, g)| (g as u32, l as u32, p as u32)));
+                pairs.extend(m.pivot_groups().map(|(g, at)| (g as u32, l as u32, at)));
             }
         }
         pairs.sort_unstable();
@@ -322,11 +322,12 @@ impl Schedule {
     /// file units under it.
     fn wake(&mut self, st: &State, seen: &mut usize, after: Option<usize>) {
         for &g in &st.touched()[*seen..] {
+            let Some(h) = st.hot[g as usize] else { continue };
             let watchers = &self.watch[self.watch_at[g as usize] as usize..self.watch_at[g as usize + 1] as usize];
             // Watchers are in layer order: the layers at or before `after` have run.
             let first = after.map_or(0, |a| watchers.partition_point(|&(l, _)| l as usize <= a));
-            for &(l, p) in &watchers[first..] {
-                self.woken[l as usize].push(p);
+            for &(l, at) in &watchers[first..] {
+                self.woken[l as usize].push(at + h as u32);
             }
         }
         *seen = st.touched().len();
@@ -357,15 +358,14 @@ impl Schedule {
         Ok(())
     }
 
-    /// Tests: the woken entries are exactly the pivot entries whose group is hot (what a scan
-    /// of the layer would find), each once.
+    /// Tests: the woken entries are exactly those of the pivot groups' hot channels (what a
+    /// scan of the layer finds), each once.
     #[cfg(test)]
     fn check(&self, m: &MlpLayer, st: &State, woken: &[u32], layer: usize) {
         let mut got = woken.to_vec();
         got.sort_unstable();
-        let want: Vec<u32> =
-            m.pivot_groups().enumerate().filter(|&(_, g)| st.hot[g].is_some()).map(|(p, _)| p as u32).collect();
-        assert_eq!(got, want, "layer {layer}: woken pivot entries");
+        let want: Vec<u32> = m.pivot_groups().filter_map(|(g, at)| st.hot[g].map(|h| at + h as u32)).collect();
+        assert_eq!(got, want, "layer {layer}: woken entries");
     }
 }
 
