@@ -428,7 +428,7 @@ test('qwenGPU tab: edited CUDA compiles on the host through the bridge, and the 
   await page.close();
 });
 
-test('qwenGPU tab: a kernel runs on the compiled layers in the page, state rows beside the interpreter', async () => {
+test('qwenGPU tab: a kernel runs on the compiled layers in the page, state rows beside the interpreter', async (t) => {
   const page = await open(browser, '', '#qwengpu');
   await page.waitForSelector('[data-testid=qwengpu-tab]');
   // warp_scan has shuffles (two passes over the lanes) and divergence.
@@ -442,7 +442,9 @@ test('qwenGPU tab: a kernel runs on the compiled layers in the page, state rows 
   const summary = await page.textContent('[data-testid=qwengpu-layers-summary]');
   assert.match(summary, /decoder layers \(9 Gated DeltaNet heads, [0-9]+ SwiGLU MLPs/);
   assert.match(summary, /bit-exact with the interpreter after every step; outputs equal the plain Rust version/);
-  assert.match(await page.textContent('[data-testid=qwengpu-layers-speed]'), /[0-9]+ steps\/s, [0-9]+ tokens\/s/);
+  const speed = await page.textContent('[data-testid=qwengpu-layers-speed]');
+  assert.match(speed, /[0-9]+ steps\/s, [0-9]+ tokens\/s/);
+  t.diagnostic(`warp_scan on the compiled layers in the page: ${speed}`);
   assert.match(await page.textContent('[data-testid=qwengpu-layers-step]'), /step 0: warp 0 ran block 0 with lanes ■■■■/);
   assert.equal((await page.$$('[data-testid=qwengpu-layers-lane]')).length, 4);
   assert.equal((await page.$$('[data-testid=qwengpu-layers-registers] td.differs')).length, 0);

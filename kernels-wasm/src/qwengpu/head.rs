@@ -185,10 +185,13 @@ impl MemLayer {
         }
         // No query: o = 0 and every output is 0.
         let mut result = Ok(());
-        if !sc.q.is_empty() {
+        if let Some((&(i0, q0), rest)) = sc.q.split_first() {
+            // o = Σ qᵢ·Sᵢ, the first term assigned rather than added to zeros: that differs
+            // only where the product is −0 (o = −0 for +0), and a zero of either sign is skipped
+            // below, so nothing downstream changes.
             sc.o.clear();
-            sc.o.resize(dv, 0.0);
-            for &(i, qi) in &sc.q {
+            sc.o.extend(self.state[i0 * dv..(i0 + 1) * dv].iter().map(|s| s * q0));
+            for &(i, qi) in rest {
                 for (acc, s) in sc.o.iter_mut().zip(&self.state[i * dv..(i + 1) * dv]) {
                     *acc += s * qi;
                 }
@@ -196,9 +199,11 @@ impl MemLayer {
             // The row's nonzero entries, in order: a zero adds +0 to the (non-negative) sum of
             // squares and gives y = 0, no write, so visiting only these is the same arithmetic.
             sc.nz.clear();
-            for (c, chunk) in sc.o.chunks(16).enumerate() {
-                if chunk.iter().fold(false, |a, &x| a | (x != 0.0)) {
-                    sc.nz.extend((0..chunk.len()).filter(|&j| chunk[j] != 0.0).map(|j| (16 * c + j) as u32));
+            for (c, chunk) in sc.o.chunks(32).enumerate() {
+                let mut bits = chunk.iter().enumerate().fold(0u32, |m, (j, &x)| m | u32::from(x != 0.0) << j);
+                while bits != 0 {
+                    sc.nz.push(32 * c as u32 + bits.trailing_zeros());
+                    bits &= bits - 1;
                 }
             }
             let ss = sc.nz.iter().fold(0.0, |a, &j| a + sc.o[j as usize] * sc.o[j as usize]);
