@@ -5,7 +5,7 @@
 use super::alu::A;
 use super::deltanet::{DeltaNet, CONV};
 use super::memory::M;
-use super::net::{silu, State, Stream, StreamError};
+use super::net::{silu, Place, State, Stream, StreamError};
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -54,6 +54,7 @@ pub struct MemLayer {
     query: Columns,
     value: Columns,
     out: Vec<usize>,
+    out_at: Vec<Place>,
     norm: f32,
     pub state: Vec<f32>,
     /// The decay `α = exp(−exp(A_log)·softplus(a + dt_bias))` with `A_log = −1000`, `a = 0`: a
@@ -106,6 +107,7 @@ impl MemLayer {
             query: cols(query),
             value: cols(value),
             out: out.to_vec(),
+            out_at: out.iter().map(|&c| Place::of(s, c)).collect(),
             norm,
             state: vec![0.0; d_k * d_v],
             alpha: (-(-1000.0f32).exp() * 2.0f32.ln()).exp(),
@@ -212,7 +214,7 @@ impl MemLayer {
             for &j in &sc.nz {
                 let y = sc.o[j as usize] * r * self.norm * gate;
                 if y != 0.0 && result.is_ok() {
-                    result = st.write(s, self.out[j as usize], 2.0 * A * y, layer);
+                    result = st.write(s, self.out_at[j as usize], 2.0 * A * y, layer);
                 }
             }
         }

@@ -12,7 +12,7 @@
 //! sum of the same integers (all far below 2^24), so it is bit-identical to the dense product.
 
 use super::alu::Mlp;
-use super::net::{silu, Cond, State, Stream, StreamError, Unit};
+use super::net::{silu, Cond, Place, State, Stream, StreamError, Unit};
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -29,8 +29,8 @@ struct Term {
 /// A stored copy of a unit is a record of `u32` words in `MlpLayer::code`, laid out so that a
 /// bucket's units, their conditions and their writes are read front to back:
 /// `base (f32 bits) | conditions left | writes | per condition: group·2 + (w < 0), channel
-/// count, the channels (offsets in the group, sorted) | the written channels`. The base is the
-/// gate with the conditions the filing guarantees already added.
+/// count, the channels (offsets in the group) | per written channel: channel, group, offset`.
+/// The base is the gate with the conditions the filing guarantees already added.
 const HEAD: usize = 3;
 
 /// An MLP sublayer of AND units, filed for the executor (see the module comment).
@@ -168,7 +168,7 @@ impl MlpLayer {
                         layer.sstarts.push(layer.code.len() as u32);
                         while i < filed.len() && same(&filed[i]) && filed[i].3 == o2 {
                             let u = filed[i].4 as usize;
-                            layer.store(u, [prepared[u].pivot, prepared[u].second]);
+                            layer.store(s, u, [prepared[u].pivot, prepared[u].second]);
                             i += 1;
                         }
                     }
@@ -179,7 +179,7 @@ impl MlpLayer {
         }
         layer.always = layer.code.len() as u32;
         for u in always {
-            layer.store(u as usize, [None, None]);
+            layer.store(s, u as usize, [None, None]);
         }
         layer
     }
@@ -194,7 +194,7 @@ impl MlpLayer {
 
     /// Stores a copy of unit `u` whose filing guarantees the conditions `held` (their `+2w`
     /// goes into the base).
-    fn store(&mut self, u: usize, held: [Option<usize>; 2]) {
+    fn store(&mut self, s: &Stream, u: usize, held: [Option<usize>; 2]) {
         let at = self.code.len();
         let writes = &self.writes[self.write_at[u] as usize..self.write_at[u + 1] as usize];
         self.code.extend([0, 0, writes.len() as u32]);
@@ -214,8 +214,10 @@ impl MlpLayer {
         }
         self.code[at] = base.to_bits();
         self.code[at + 1] = left;
-        let writes = &self.writes[self.write_at[u] as usize..self.write_at[u + 1] as usize];
-        self.code.extend(writes);
+        for &c in &self.writes[self.write_at[u] as usize..self.write_at[u + 1] as usize] {
+            let p = Place::of(s, c as usize);
+            self.code.extend([p.ch, p.group, p.offset]);
+        }
         self.copies += 1;
     }
 
@@ -285,7 +287,7 @@ impl MlpLayer {
             if h != 0.0 {
                 fired.push((i as u32, writes, h));
             }
-            i += writes as usize;
+            i += 3 * writes as usize;
             n += 1;
         }
         n
@@ -326,9 +328,9 @@ impl MlpLayer {
         self.evaluated += n as u64;
         let mut result = Ok(());
         for &(at, len, h) in &fired {
-            for &c in &self.code[at as usize..(at + len) as usize] {
+            for p in self.code[at as usize..(at + 3 * len) as usize].chunks_exact(3) {
                 if result.is_ok() {
-                    result = st.write(s, c as usize, h, layer);
+                    result = st.write(s, Place { ch: p[0], group: p[1], offset: p[2] }, h, layer);
                 }
             }
         }

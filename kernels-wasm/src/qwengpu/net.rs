@@ -219,8 +219,10 @@ impl State {
         Ok(())
     }
 
-    pub(super) fn write(&mut self, s: &Stream, ch: usize, add: f32, layer: usize) -> Result<(), StreamError> {
-        let g = s.group_of[ch] as usize;
+    /// Adds `add` to a channel (its group and offset known: the layers store them), which must
+    /// turn it from −A to +A in a cold group.
+    pub(super) fn write(&mut self, s: &Stream, p: Place, add: f32, layer: usize) -> Result<(), StreamError> {
+        let (ch, g) = (p.ch as usize, p.group as usize);
         self.x[ch] += add;
         self.touched.push(g as u32);
         if self.x[ch] != A || self.hot[g].is_some() {
@@ -230,8 +232,24 @@ impl State {
                 what: alloc::format!("a second value written into {} (channel now {})", s.name(ch), self.x[ch]),
             });
         }
-        self.hot[g] = Some((ch - s.groups[g].1) as u16);
+        self.hot[g] = Some(p.offset as u16);
         Ok(())
+    }
+}
+
+/// A channel with its group and its offset in the group, as the layers store what they write
+/// (the executor then needs no lookup to mark the group hot).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Place {
+    pub ch: u32,
+    pub group: u32,
+    pub offset: u32,
+}
+
+impl Place {
+    pub fn of(s: &Stream, ch: usize) -> Place {
+        let g = s.group_of[ch] as usize;
+        Place { ch: ch as u32, group: g as u32, offset: (ch - s.groups[g].1) as u32 }
     }
 }
 
