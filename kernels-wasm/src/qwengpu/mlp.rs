@@ -13,6 +13,7 @@
 
 use super::alu::Mlp;
 use super::net::{silu, Cond, Place, State, Stream, StreamError, Unit};
+use alloc::collections::BTreeMap;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -93,11 +94,22 @@ impl MlpLayer {
             fired: Vec::new(),
             hot: Vec::new(),
         };
+        // How many units list each channel in an `Any` condition: per channel of its group, a
+        // condition shares a bucket with that many units (one every unit lists, like "an EXEC
+        // token", separates nothing).
+        let mut listed: BTreeMap<usize, u32> = BTreeMap::new();
+        for unit in units {
+            for c in &unit.conds {
+                if let Cond::Any(chans) = c {
+                    chans.iter().for_each(|&ch| *listed.entry(ch).or_default() += 1);
+                }
+            }
+        }
         let mut prepared = Vec::with_capacity(units.len());
         for unit in units {
             // Weight ±128 on each listed channel; the constant puts the all-hit gate at 128.
             let (mut all_cold, mut any) = (0.0f32, 0usize);
-            let mut ranked: Vec<(f32, usize)> = Vec::new();
+            let mut ranked: Vec<(f32, f32, usize)> = Vec::new();
             for (i, c) in unit.conds.iter().enumerate() {
                 let (chans, w) = match c {
                     Cond::Any(ch) => (ch, 128.0),
@@ -111,7 +123,8 @@ impl MlpLayer {
                 all_cold -= w * chans.len() as f32;
                 if matches!(c, Cond::Any(_)) {
                     any += 1;
-                    ranked.push((chans.len() as f32 / s.groups[g].2 as f32, i));
+                    let shared: u32 = chans.iter().map(|ch| listed.get(ch).copied().unwrap_or(0)).sum();
+                    ranked.push((shared as f32 / s.groups[g].2 as f32, chans.len() as f32 / s.groups[g].2 as f32, i));
                 }
                 let first = layer.offsets.len() as u32;
                 layer.offsets.extend(offsets);
@@ -122,14 +135,16 @@ impl MlpLayer {
             layer.bias.push(128.0 - 256.0 * any as f32 - all_cold);
             layer.writes.extend(unit.writes.iter().map(|&c| c as u32));
             layer.write_at.push(layer.writes.len() as u32);
-            // The most selective condition files the unit; the next one (in another group)
-            // narrows the bucket, unless filing under every pair of their channels would copy
-            // the unit more than 16 times.
+            // The pivot files the unit and decides which tokens wake the layer: the condition
+            // least likely to hold (the fewest of its group's channels). A second condition in
+            // another group narrows the bucket (unless filing under every pair of their channels
+            // would copy the unit more than 16 times): the one that separates the most of this
+            // layer's units.
             let terms = layer.unit_terms(prepared.len());
-            ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let pivot = ranked.first().map(|r| r.1);
-            let second =
-                pivot.and_then(|p| ranked.iter().skip(1).map(|r| r.1).find(|&t| terms[t].group != terms[p].group));
+            ranked.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.total_cmp(&b.0)));
+            let pivot = ranked.first().map(|r| r.2);
+            ranked.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+            let second = pivot.and_then(|p| ranked.iter().map(|r| r.2).find(|&t| terms[t].group != terms[p].group));
             let second = second.filter(|&t| pivot.is_some_and(|p| terms[p].len * terms[t].len <= 16));
             prepared.push(Prepared { pivot, second });
         }
