@@ -39,8 +39,7 @@ const HEAD: usize = 3;
 pub struct MlpLayer {
     pub units: usize,
     code: Vec<u32>,
-    /// Stored copies (for `evaluated`), and the all-unit conditions' channel offsets.
-    copies: u32,
+    /// The channel offsets of every unit's conditions (`terms` index them).
     offsets: Vec<u16>,
     /// Per original unit: every condition (`terms[unit_terms[u]..unit_terms[u + 1]]`), the
     /// weight on the constant channel, and the channels it writes.
@@ -78,7 +77,6 @@ impl MlpLayer {
         let mut layer = MlpLayer {
             units: units.len(),
             code: vec![],
-            copies: 0,
             offsets: vec![],
             unit_terms: vec![0],
             terms: vec![],
@@ -233,7 +231,6 @@ impl MlpLayer {
             let p = Place::of(s, c as usize);
             self.code.extend([p.ch, p.group, p.offset]);
         }
-        self.copies += 1;
     }
 
     /// Nonzero weights: each unit's listed gate channels and constant, its up weight and the

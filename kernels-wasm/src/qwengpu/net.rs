@@ -275,13 +275,6 @@ pub enum Layer {
 }
 
 impl Layer {
-    pub fn forward(&mut self, s: &Stream, st: &mut State, layer: usize) -> Result<(), StreamError> {
-        match self {
-            Layer::Mlp(l) => l.forward(s, st, layer),
-            Layer::Mem(l) => l.forward(s, st, layer),
-        }
-    }
-
     pub fn nonzero(&self) -> usize {
         match self {
             Layer::Mlp(l) => l.nonzero(),
