@@ -208,29 +208,26 @@ impl MlpLayer {
     /// Stores a copy of unit `u` whose filing guarantees the conditions `held` (their `+2w`
     /// goes into the base).
     fn store(&mut self, s: &Stream, u: usize, held: [Option<usize>; 2]) {
-        let at = self.code.len();
-        let writes = &self.writes[self.write_at[u] as usize..self.write_at[u + 1] as usize];
-        self.code.extend([0, 0, writes.len() as u32]);
+        let writes = self.write_at[u] as usize..self.write_at[u + 1] as usize;
+        let mut record = vec![0, 0, writes.len() as u32];
         let mut base = self.bias[u];
-        let mut left = 0;
-        for (i, t) in self.unit_terms(u).to_vec().into_iter().enumerate() {
+        for (i, t) in self.unit_terms(u).iter().enumerate() {
             // The all-cold gate: every listed channel at −1.
             base -= t.w * t.len as f32;
             if held.contains(&Some(i)) {
                 base += 2.0 * t.w;
             } else {
-                left += 1;
-                let chans: Vec<u32> = self.channels(&t).iter().map(|&o| o as u32).collect();
-                self.code.extend([t.group * 2 + u32::from(t.w < 0.0), t.len]);
-                self.code.extend(chans);
+                record[1] += 1;
+                record.extend([t.group * 2 + u32::from(t.w < 0.0), t.len]);
+                record.extend(self.channels(t).iter().map(|&o| o as u32));
             }
         }
-        self.code[at] = base.to_bits();
-        self.code[at + 1] = left;
-        for &c in &self.writes[self.write_at[u] as usize..self.write_at[u + 1] as usize] {
+        record[0] = base.to_bits();
+        for &c in &self.writes[writes] {
             let p = Place::of(s, c as usize);
-            self.code.extend([p.ch, p.group, p.offset]);
+            record.extend([p.ch, p.group, p.offset]);
         }
+        self.code.extend(record);
     }
 
     /// Nonzero weights: each unit's listed gate channels and constant, its up weight and the
