@@ -42,3 +42,36 @@ fn the_compile_cli_lowers_cuda_and_names_what_it_refuses() {
     assert!(!out.status.success() && err.contains("PTX line") && err.contains("floating point"), "{err}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn the_bench_cli_checks_then_times_and_splits_the_time_by_token_kind() {
+    let out = Command::new(env!("CARGO_BIN_EXE_native-host"))
+        .args(["qwengpu", "bench", "--kernels", "vadd,warp_scan", "--reps", "1"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}\n{text}", String::from_utf8_lossy(&out.stderr));
+    for name in ["vadd", "warp_scan"] {
+        let row = text.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("no {name} row:\n{text}"));
+        assert!(row.ends_with("bit-exact"), "{row}");
+    }
+    assert!(text.lines().any(|l| l.starts_with("all ")), "{text}");
+    // One CTRL and one FETCH per step; several EXEC tokens (lanes × instructions).
+    let kinds = text
+        .lines()
+        .find(|l| l.starts_with("execution phase, time per token by kind:"))
+        .unwrap_or_else(|| panic!("no time by kind:\n{text}"));
+    assert!(kinds.contains("CTRL ") && kinds.contains("× 1.0 per step, FETCH "), "{kinds}");
+    let exec: f64 = kinds
+        .split("EXEC ")
+        .nth(1)
+        .and_then(|r| r.split("× ").nth(1)?.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no EXEC figure: {kinds}"));
+    assert!(exec > 4.0, "{kinds}");
+    let unknown = Command::new(env!("CARGO_BIN_EXE_native-host"))
+        .args(["qwengpu", "bench", "--kernels", "nosuch"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&unknown.stderr);
+    assert!(!unknown.status.success() && err.contains("no kernel \"nosuch\" in the suite"), "{err}");
+}

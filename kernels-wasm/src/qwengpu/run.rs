@@ -209,6 +209,13 @@ fn with_pending(w: Option<(usize, u32)>, row: usize, v: Option<u32>) -> Option<u
     }
 }
 
+/// Tokens of the execution phase by kind, `[EXEC, CTRL, FETCH]`, and the seconds they took.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ByKind {
+    pub tokens: [u64; 3],
+    pub seconds: [f64; 3],
+}
+
 /// What a launch did on the compiled layers.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Report {
@@ -216,6 +223,9 @@ pub struct Report {
     pub tokens: u64,
     /// Seconds from the first FETCH to DONE (with a [`Runner::clock`]), lockstep included if on.
     pub exec_seconds: Option<f64>,
+    /// With a clock: that phase's tokens and their seconds by kind (EXEC, CTRL, FETCH), the
+    /// lockstep checks left out.
+    pub by_kind: Option<ByKind>,
     pub counts: TokenCounts,
     pub global: Vec<u32>,
     pub records: Vec<StepRecord>,
@@ -328,9 +338,15 @@ impl Runner {
         let exec_start = self.tokens;
         let started = self.clock.map(|c| c());
         let field = |set: &[(Group, usize)], g: Group| set.iter().find(|(x, _)| *x == g).map(|&(_, i)| i);
+        let mut by_kind = ByKind::default();
         loop {
             let kind = field(&set, r.kind);
+            let t0 = self.clock.map(|c| c());
             let out = self.token(&Token { set: set.clone(), pending, ..Token::default() })?;
+            if let (Some(c), Some(t0), Some(k @ (EXEC | CTRL | FETCH))) = (self.clock, t0, kind) {
+                by_kind.tokens[k] += 1;
+                by_kind.seconds[k] += c() - t0;
+            }
             pending = out.pending;
             if kind == Some(EXEC) && self.views {
                 let (w, l) = (field(&set, r.warp).unwrap_or(0), field(&set, r.lane).unwrap_or(0));
@@ -390,6 +406,7 @@ impl Runner {
             steps: records.len() as u64,
             tokens: self.tokens - start,
             exec_seconds,
+            by_kind: self.clock.map(|_| by_kind),
             counts,
             global,
             records,
@@ -559,6 +576,43 @@ mod tests {
         if names.is_empty() {
             assert!(kernels().len() >= 49);
         }
+    }
+}
+
+#[cfg(test)]
+mod timing {
+    use super::*;
+    use crate::qwengpu::isa::MachineSpec;
+    use crate::qwengpu::suite::kernels;
+    use core::sync::atomic::{AtomicU64, Ordering};
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    static TICKS: AtomicU64 = AtomicU64::new(0);
+    /// A clock that advances one second per reading.
+    fn ticks() -> f64 {
+        TICKS.fetch_add(1, Ordering::Relaxed) as f64
+    }
+
+    /// With a clock, the execution phase's tokens are counted and timed by kind: one CTRL and
+    /// one FETCH per step, and the EXEC tokens the counts name, each timed by two readings.
+    #[test]
+    fn a_clock_times_the_execution_phase_by_token_kind() {
+        let spec = MachineSpec::default();
+        let mut r = Runner::new(Compiled::new(spec).unwrap());
+        let k = kernels().into_iter().find(|k| k.name == "warp_scan").unwrap();
+        let (kernel, p, _) = k.machine(k.ptx, &spec).unwrap();
+        r.lockstep = false;
+        let untimed = r.launch(&kernel.program, &p.memory, &p.launch, 100_000).unwrap();
+        assert_eq!(untimed.by_kind, None);
+        r.clock = Some(ticks);
+        let report = r.launch(&kernel.program, &p.memory, &p.launch, 100_000).unwrap();
+        let by = report.by_kind.unwrap();
+        assert_eq!(by.tokens, [report.counts.exec, report.steps, report.steps]);
+        assert_eq!(by.tokens.iter().sum::<u64>(), report.counts.exec + report.counts.control);
+        // Each token is bracketed by two readings one tick apart.
+        assert_eq!(by.seconds, by.tokens.map(|n| n as f64));
+        assert!(report.exec_seconds.unwrap() >= by.seconds.iter().sum::<f64>());
     }
 }
 

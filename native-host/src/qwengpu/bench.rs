@@ -6,7 +6,7 @@
 use anyhow::{bail, Context, Result};
 use kernels_wasm::qwengpu::compiled::Compiled;
 use kernels_wasm::qwengpu::isa::MachineSpec;
-use kernels_wasm::qwengpu::run::Runner;
+use kernels_wasm::qwengpu::run::{ByKind, Runner};
 use kernels_wasm::qwengpu::suite::kernels;
 use std::time::Instant;
 
@@ -63,6 +63,8 @@ pub fn run(args: Args) -> Result<()> {
         "kernel", "steps", "tokens", "ms", "steps/s", "tokens/s", "exec steps/s"
     );
     let (mut steps, mut tokens, mut secs, mut exec) = (0u64, 0u64, 0f64, 0f64);
+    // Every timed run's execution phase, by token kind.
+    let mut kinds = ByKind::default();
     for k in suite.iter().filter(|k| args.kernels.is_empty() || args.kernels.iter().any(|n| n == k.name)) {
         let (kernel, p, _) = k.machine(k.ptx, &spec).map_err(anyhow::Error::msg)?;
         runner.lockstep = true;
@@ -79,6 +81,12 @@ pub fn run(args: Args) -> Result<()> {
             report = runner.launch(&kernel.program, &p.memory, &p.launch, 1_000_000)?;
             times.push(t.elapsed().as_secs_f64());
             exec_times.push(report.exec_seconds.unwrap_or(f64::NAN));
+            if let Some(b) = report.by_kind {
+                for k in 0..3 {
+                    kinds.tokens[k] += b.tokens[k];
+                    kinds.seconds[k] += b.seconds[k];
+                }
+            }
         }
         let (m, e) = (median(times), median(exec_times));
         println!(
@@ -107,5 +115,17 @@ pub fn run(args: Args) -> Result<()> {
         "(ms, steps/s, tokens/s: whole launches — program image, inputs, special registers and control rows, \
          execution, VAL read-back; exec steps/s: from the first FETCH to DONE)"
     );
+    let per: Vec<String> = ["EXEC", "CTRL", "FETCH"]
+        .iter()
+        .enumerate()
+        .filter(|&(k, _)| kinds.tokens[k] > 0)
+        .map(|(k, name)| {
+            let (n, t) = (kinds.tokens[k], kinds.seconds[k]);
+            format!("{name} {:.1} µs × {:.1} per step", t / n as f64 * 1e6, n as f64 / kinds.tokens[1].max(1) as f64)
+        })
+        .collect();
+    if !per.is_empty() {
+        println!("execution phase, time per token by kind: {}", per.join(", "));
+    }
     Ok(())
 }
