@@ -53,8 +53,7 @@ pub struct MemLayer {
     key: Columns,
     query: Columns,
     value: Columns,
-    out: Vec<usize>,
-    out_at: Vec<Place>,
+    out: Vec<Place>,
     norm: f32,
     pub state: Vec<f32>,
     /// The decay `α = exp(−exp(A_log)·softplus(a + dt_bias))` with `A_log = −1000`, `a = 0`: a
@@ -106,8 +105,7 @@ impl MemLayer {
             key: cols(key),
             query: cols(query),
             value: cols(value),
-            out: out.to_vec(),
-            out_at: out.iter().map(|&c| Place::of(s, c)).collect(),
+            out: out.iter().map(|&c| Place::of(s, c)).collect(),
             norm,
             state: vec![0.0; d_k * d_v],
             alpha: (-(-1000.0f32).exp() * 2.0f32.ln()).exp(),
@@ -214,7 +212,7 @@ impl MemLayer {
             for &j in &sc.nz {
                 let y = sc.o[j as usize] * r * self.norm * gate;
                 if y != 0.0 && result.is_ok() {
-                    result = st.write(s, self.out_at[j as usize], 2.0 * A * y, layer);
+                    result = st.write(s, self.out[j as usize], 2.0 * A * y, layer);
                 }
             }
         }
@@ -241,8 +239,8 @@ impl MemLayer {
         place(&self.key, dk);
         place(&self.value, 2 * dk);
         let mut w_out = vec![0.0; d * dv];
-        for (j, &c) in self.out.iter().enumerate() {
-            w_out[c * dv + j] = 2.0 * A;
+        for (j, c) in self.out.iter().enumerate() {
+            w_out[c.ch as usize * dv + j] = 2.0 * A;
         }
         let mut net =
             DeltaNet::new(super::memory::exact_weights_sized(d, Stream::ONE, dk, dv, self.norm, w_qkv, w_out));

@@ -216,6 +216,15 @@ pub struct ByKind {
     pub seconds: [f64; 3],
 }
 
+impl ByKind {
+    pub fn add(&mut self, o: &ByKind) {
+        for k in 0..3 {
+            self.tokens[k] += o.tokens[k];
+            self.seconds[k] += o.seconds[k];
+        }
+    }
+}
+
 /// What a launch did on the compiled layers.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Report {

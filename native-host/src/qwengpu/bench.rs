@@ -5,6 +5,7 @@
 
 use anyhow::{bail, Context, Result};
 use kernels_wasm::qwengpu::compiled::Compiled;
+use kernels_wasm::qwengpu::control::CTRL;
 use kernels_wasm::qwengpu::isa::MachineSpec;
 use kernels_wasm::qwengpu::run::{ByKind, Runner};
 use kernels_wasm::qwengpu::suite::kernels;
@@ -81,11 +82,8 @@ pub fn run(args: Args) -> Result<()> {
             report = runner.launch(&kernel.program, &p.memory, &p.launch, 1_000_000)?;
             times.push(t.elapsed().as_secs_f64());
             exec_times.push(report.exec_seconds.unwrap_or(f64::NAN));
-            if let Some(b) = report.by_kind {
-                for k in 0..3 {
-                    kinds.tokens[k] += b.tokens[k];
-                    kinds.seconds[k] += b.seconds[k];
-                }
+            if let Some(b) = &report.by_kind {
+                kinds.add(b);
             }
         }
         let (m, e) = (median(times), median(exec_times));
@@ -121,7 +119,9 @@ pub fn run(args: Args) -> Result<()> {
         .filter(|&(k, _)| kinds.tokens[k] > 0)
         .map(|(k, name)| {
             let (n, t) = (kinds.tokens[k], kinds.seconds[k]);
-            format!("{name} {:.1} µs × {:.1} per step", t / n as f64 * 1e6, n as f64 / kinds.tokens[1].max(1) as f64)
+            // One CTRL token per step.
+            let steps = kinds.tokens[CTRL].max(1);
+            format!("{name} {:.1} µs × {:.1} per step", t / n as f64 * 1e6, n as f64 / steps as f64)
         })
         .collect();
     if !per.is_empty() {
