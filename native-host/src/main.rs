@@ -50,6 +50,9 @@ enum QwengpuCommand {
     Compile(native_host::qwengpu::CompileArgs),
     /// The suite on the compiled layers (checked in lockstep, then timed): machine steps per second.
     Bench(native_host::qwengpu::bench::Args),
+    /// The suite on a real NVIDIA GPU: --emit writes nvcc harnesses and run.sh; --compare checks
+    /// what they printed against the plain Rust versions.
+    Nvcc(native_host::qwengpu::nvcc::Args),
 }
 
 #[derive(Subcommand)]
@@ -112,6 +115,7 @@ async fn main() -> Result<()> {
         Command::Esp32(Esp32Command::Run(args)) => native_host::esp32::run::run(args),
         Command::Qwengpu(QwengpuCommand::Compile(args)) => native_host::qwengpu::compile(args),
         Command::Qwengpu(QwengpuCommand::Bench(args)) => native_host::qwengpu::bench::run(args),
+        Command::Qwengpu(QwengpuCommand::Nvcc(args)) => native_host::qwengpu::nvcc::run(args),
         Command::Probe => {
             let caps = probe::capabilities();
             native_host::say!("{}", serde_json::to_string_pretty(&caps)?);

@@ -75,3 +75,37 @@ fn the_bench_cli_checks_then_times_and_splits_the_time_by_token_kind() {
     let err = String::from_utf8_lossy(&unknown.stderr);
     assert!(!unknown.status.success() && err.contains("no kernel \"nosuch\" in the suite"), "{err}");
 }
+
+#[test]
+fn the_nvcc_harnesses_are_written_and_the_recorded_h200_run_still_matches_the_suite() {
+    let dir = std::env::temp_dir().join(format!("substrates-nvcc-{}", std::process::id()));
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_native-host")).args(["qwengpu", "nvcc", "--emit"]).arg(&dir).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let names: Vec<String> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert_eq!(names.iter().filter(|n| n.ends_with(".cu")).count(), kernels_wasm::qwengpu::suite::kernels().len());
+    assert!(names.contains(&"run.sh".into()) && names.contains(&"qwengpu_nvcc.h".into()), "{names:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // What the H200 printed (assets/fixtures/qwengpu-nvcc/README.md).
+    let recorded = kernels_dir().join("../fixtures/qwengpu-nvcc/h200-results.txt");
+    let out = Command::new(env!("CARGO_BIN_EXE_native-host"))
+        .args(["qwengpu", "nvcc", "--compare"])
+        .arg(&recorded)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        text.contains("48 of 49 kernels bit-identical") && text.contains("1 more identical where CUDA defines"),
+        "{text}"
+    );
+
+    let missing = Command::new(env!("CARGO_BIN_EXE_native-host"))
+        .args(["qwengpu", "nvcc", "--compare", "/nonexistent/results.txt"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert!(!missing.status.success() && err.contains("reading /nonexistent/results.txt"), "{err}");
+}

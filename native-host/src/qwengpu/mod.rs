@@ -2,6 +2,7 @@
 //! blocks (`kernels_wasm::qwengpu::lower`), and runs on the reference interpreter.
 
 pub mod bench;
+pub mod nvcc;
 
 use anyhow::{bail, Context, Result};
 use kernels_wasm::protocol::MAX_CUDA_BYTES;
