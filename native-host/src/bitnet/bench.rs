@@ -37,6 +37,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    super::keep_freed_buffers();
     if args.reps == 0 || args.reps > 1000 {
         bail!("-r {}: give 1 to 1000 repetitions", args.reps);
     }

@@ -94,6 +94,7 @@ struct Stats {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    super::keep_freed_buffers();
     let t0 = Instant::now();
     let model = open(&args.model)?;
     let Some(tok) = model.tokenizer.clone() else {

@@ -146,6 +146,49 @@ impl I2sMatrix {
         Ok(())
     }
 
+    /// [`Self::gemv_acc_rows_summed`] for two activation rows at once: `acc` holds the first
+    /// row's accumulators, then the second's. On AVX2 each weight quad is unpacked once for both.
+    pub fn gemv_acc_rows_summed2(
+        &self,
+        q: [&[i8]; 2],
+        q_sum: [i32; 2],
+        backend: Backend,
+        first_row: usize,
+        acc: &mut [i32],
+    ) -> Result<(), BitnetError> {
+        let rows = acc.len() / 2;
+        check_len("accumulators (two rows)", 2 * rows, acc.len())?;
+        let (a, b) = acc.split_at_mut(rows);
+        #[cfg(target_arch = "x86_64")]
+        if backend == Backend::Avx2 && self.layout == I2sLayout::X86 && backend.is_available() {
+            for qt in q {
+                check_len("activations", self.cols, qt.len())?;
+            }
+            if first_row + rows > self.rows {
+                return Err(BitnetError::Length { what: "rows", expected: self.rows, got: first_row + rows });
+            }
+            let quads = rows / 4 * 4;
+            for r in (0..quads).step_by(4) {
+                let r0 = first_row + r;
+                let codes =
+                    [self.row_codes(r0), self.row_codes(r0 + 1), self.row_codes(r0 + 2), self.row_codes(r0 + 3)];
+                // SAFETY: AVX2 was detected at run time; rows and both q have the lengths it needs.
+                let sums = unsafe { x86::dot4x2_avx2(codes, q) };
+                for k in 0..4 {
+                    a[r + k] = sums[0][k] - q_sum[0];
+                    b[r + k] = sums[1][k] - q_sum[1];
+                }
+            }
+            for r in quads..rows {
+                a[r] = self.dot(first_row + r, q[0], backend) - q_sum[0];
+                b[r] = self.dot(first_row + r, q[1], backend) - q_sum[1];
+            }
+            return Ok(());
+        }
+        self.gemv_acc_rows_summed(q[0], q_sum[0], backend, first_row, a)?;
+        self.gemv_acc_rows_summed(q[1], q_sum[1], backend, first_row, b)
+    }
+
     /// `Σ code·q` of one row, on `backend` (scalar if that backend is not available here).
     fn dot(&self, r: usize, q: &[i8], backend: Backend) -> i32 {
         let codes = self.row_codes(r);

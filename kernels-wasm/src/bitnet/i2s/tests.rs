@@ -68,6 +68,33 @@ fn every_backend_equals_the_plain_dot_product() {
     }
 }
 
+/// Two activation rows at once (prompt processing) give each row's plain dot products, also
+/// for a row block that does not start at row 0 or fill whole quads.
+#[test]
+fn two_activation_rows_at_once_equal_the_plain_dot_product() {
+    let mut rng = Rng::new(5);
+    for layout in LAYOUTS {
+        for (m, k) in [(4, 128), (11, 256), (32, 768)] {
+            let t = rng.ternary(m, k);
+            let (qa, qb) = (rng.acts(k), rng.acts(k));
+            let (ea, eb) = (plain_dot(&t, &qa), plain_dot(&t, &qb));
+            let p = I2sMatrix::pack(&t, layout).unwrap();
+            for backend in Backend::available() {
+                for first in [0, 1] {
+                    let rows = m - first;
+                    let mut acc = alloc::vec![0; 2 * rows];
+                    p.gemv_acc_rows_summed2([&qa, &qb], [q_sum(&qa), q_sum(&qb)], backend, first, &mut acc).unwrap();
+                    assert_eq!(acc[..rows], ea[first..], "{backend:?} {layout:?} {m}x{k} from {first}");
+                    assert_eq!(acc[rows..], eb[first..], "{backend:?} {layout:?} {m}x{k} from {first}");
+                }
+            }
+            let mut acc = alloc::vec![0; 2 * m + 2];
+            let err = p.gemv_acc_rows_summed2([&qa, &qb], [0, 0], Backend::best(), 0, &mut acc);
+            assert!(matches!(err, Err(BitnetError::Length { .. })), "{err:?}");
+        }
+    }
+}
+
 /// The f32 result differs from an f32 matmul with the ternary weights only by activation
 /// quantisation: each |x_k − q_k/s| ≤ 0.5/s, so |y − ŷ| ≤ β·Σ_k|w_k|·0.5/s, plus f32 rounding
 /// of the sums (bounded here by 1e-5 of the magnitudes involved).

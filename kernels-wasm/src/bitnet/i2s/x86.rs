@@ -65,6 +65,49 @@ pub unsafe fn dot4_avx2(rows: [&[u8]; 4], q: &[i8]) -> [i32; 4] {
     [hsum256(acc[0]), hsum256(acc[1]), hsum256(acc[2]), hsum256(acc[3])]
 }
 
+/// [`dot4_avx2`] for two activation rows at once (prompt processing): each weight byte is
+/// loaded and split into its four 2-bit planes once for both rows.
+///
+/// # Safety
+/// The CPU must support AVX2; every row and both `q`s as in [`dot_avx2`].
+#[target_feature(enable = "avx2")]
+pub unsafe fn dot4x2_avx2(rows: [&[u8]; 4], q: [&[i8]; 2]) -> [[i32; 4]; 2] {
+    let mask = _mm256_set1_epi8(3);
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [[_mm256_setzero_si256(); 4]; 2];
+    for b in 0..rows[0].len() / 32 {
+        let (qa, qb) = (q[0].as_ptr().add(b * 128), q[1].as_ptr().add(b * 128));
+        for r in 0..4 {
+            let row = rows[r];
+            _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().wrapping_add(PREFETCH_ROWS * row.len() + b * 32).cast());
+            let v = _mm256_loadu_si256(row.as_ptr().add(b * 32).cast());
+            let p0 = _mm256_and_si256(_mm256_srli_epi16(v, 6), mask);
+            let p1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
+            let p2 = _mm256_and_si256(_mm256_srli_epi16(v, 2), mask);
+            let p3 = _mm256_and_si256(v, mask);
+            let a0 = _mm256_maddubs_epi16(p0, _mm256_loadu_si256(qa.cast()));
+            let a1 = _mm256_maddubs_epi16(p1, _mm256_loadu_si256(qa.add(32).cast()));
+            let a2 = _mm256_maddubs_epi16(p2, _mm256_loadu_si256(qa.add(64).cast()));
+            let a3 = _mm256_maddubs_epi16(p3, _mm256_loadu_si256(qa.add(96).cast()));
+            let b0 = _mm256_maddubs_epi16(p0, _mm256_loadu_si256(qb.cast()));
+            let b1 = _mm256_maddubs_epi16(p1, _mm256_loadu_si256(qb.add(32).cast()));
+            let b2 = _mm256_maddubs_epi16(p2, _mm256_loadu_si256(qb.add(64).cast()));
+            let b3 = _mm256_maddubs_epi16(p3, _mm256_loadu_si256(qb.add(96).cast()));
+            let sa = _mm256_add_epi16(_mm256_add_epi16(a0, a1), _mm256_add_epi16(a2, a3));
+            let sb = _mm256_add_epi16(_mm256_add_epi16(b0, b1), _mm256_add_epi16(b2, b3));
+            acc[0][r] = _mm256_add_epi32(acc[0][r], _mm256_madd_epi16(sa, ones));
+            acc[1][r] = _mm256_add_epi32(acc[1][r], _mm256_madd_epi16(sb, ones));
+        }
+    }
+    let mut out = [[0; 4]; 2];
+    for t in 0..2 {
+        for r in 0..4 {
+            out[t][r] = hsum256(acc[t][r]);
+        }
+    }
+    out
+}
+
 /// Two blocks per 512-bit register; a leftover odd block goes through AVX2.
 ///
 /// # Safety

@@ -19,6 +19,7 @@
 //! off: the f32 reference forward of the same ternary model. Transcendentals come from `libm`,
 //! so native, wasm and `no_std` builds compute the same bits.
 
+use super::attend;
 use super::config::Config;
 use super::linear::Linear;
 use super::par::Parallel;
@@ -206,19 +207,15 @@ impl Attention {
                 qh.copy_from_slice(&q[i * dim + h * hd..][..hd]);
                 ex.round_half(&mut qh);
                 // Causal: positions 0..=start + i. Softmax as ggml's soft_max (sum in f64).
-                w.clear();
-                w.extend((0..=start + i).map(|p| dot(&qh, &k_cache[p * kv_dim + kv..][..hd]) * scale));
+                w.resize(start + i + 1, 0.0);
+                attend::scores(&qh, &k_cache[kv..], kv_dim, scale, &mut w);
                 let max = w.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                w.iter_mut().for_each(|s| *s = expf(*s - max));
+                w.iter_mut().for_each(|s| *s = attend::expf(*s - max));
                 let sum: f64 = w.iter().map(|&s| s as f64).sum();
                 let inv = (1.0 / sum) as f32;
                 w.iter_mut().for_each(|s| *s *= inv);
                 ex.round_half(&mut w);
-                for (p, &s) in w.iter().enumerate() {
-                    for (acc, vv) in o.iter_mut().zip(&v_cache[p * kv_dim + kv..][..hd]) {
-                        *acc += s * vv;
-                    }
-                }
+                attend::accumulate(o, &w, &v_cache[kv..], kv_dim);
             }
             Ok(())
         })?;
@@ -252,7 +249,7 @@ impl Ffn {
         for (g, u) in gate.iter_mut().zip(&up) {
             // SiLU (ggml computes its own exp approximation too), then the product with the up
             // projection.
-            *g = *g / (1.0 + expf(-*g)) * u;
+            *g = *g / (1.0 + attend::expf(-*g)) * u;
         }
         self.sub_norm.forward(&mut gate);
         let mut y = vec![0.0; n * self.down.shape().0];
@@ -369,71 +366,5 @@ impl Model {
             out.logits(rows, ex.simd, ex.par, &mut logits)?;
         }
         Ok(logits)
-    }
-}
-
-/// `Σ a·b` in a fixed order: eight lanes (element j to lane j mod 8), then a fixed tree. The
-/// compiler vectorises it, and every target sums alike.
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut l = [0.0f32; 8];
-    let whole = a.len() / 8 * 8;
-    for (ca, cb) in a[..whole].chunks_exact(8).zip(b[..whole].chunks_exact(8)) {
-        for j in 0..8 {
-            l[j] += ca[j] * cb[j];
-        }
-    }
-    for j in whole..a.len() {
-        l[j % 8] += a[j] * b[j];
-    }
-    ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]))
-}
-
-/// `exp(x)` for the softmax, as Cephes' `expf` computes it (x = n·ln2 + r, a degree-6
-/// polynomial in r, times 2ⁿ), within 2 ulp of the true value; only additions and
-/// multiplications, so the loop over a row vectorises and every target gives the same bits.
-fn expf(x: f32) -> f32 {
-    const LOG2E: f32 = core::f32::consts::LOG2_E;
-    let x = x.clamp(-87.0, 88.0);
-    // Round x·log2(e) to the nearest integer by pushing it through the mantissa.
-    let n = (x * LOG2E + 12_582_912.0) - 12_582_912.0;
-    // ln 2 in two parts, so r = x − n·ln2 stays exact.
-    let r = (x - n * 0.693_359_4) - n * -2.121_944_4e-4;
-    let z = r * r;
-    let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r + 1.666_666_5e-1)
-        * r
-        + 0.5;
-    let y = p * z + r + 1.0;
-    y * f32::from_bits(((n as i32 + 127) as u32) << 23)
-}
-
-#[cfg(test)]
-mod tests {
-    #[cfg(target_arch = "wasm32")]
-    use wasm_bindgen_test::wasm_bindgen_test as test;
-
-    #[test]
-    fn the_softmax_exp_is_within_two_ulp_of_libm() {
-        let mut worst = 0;
-        for i in 0..=200_000 {
-            let x = -87.0 + 97.0 * i as f32 / 200_000.0;
-            let (got, want) = (super::expf(x), libm::expf(x));
-            let ulp = (got.to_bits() as i64 - want.to_bits() as i64).unsigned_abs();
-            worst = worst.max(ulp);
-        }
-        assert!(worst <= 2, "{worst} ulp");
-        assert_eq!(super::expf(0.0), 1.0);
-        assert_eq!(super::expf(-1000.0), super::expf(-87.0));
-    }
-
-    #[test]
-    fn dot_sums_in_its_fixed_order() {
-        let a: alloc::vec::Vec<f32> = (0..19).map(|i| 1.0 + i as f32 * 1e-3).collect();
-        let b: alloc::vec::Vec<f32> = (0..19).map(|i| 3.0 - i as f32 * 7e-4).collect();
-        let mut l = [0.0f32; 8];
-        for j in 0..19 {
-            l[j % 8] += a[j] * b[j];
-        }
-        let want = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
-        assert_eq!(super::dot(&a, &b).to_bits(), want.to_bits());
     }
 }

@@ -60,9 +60,12 @@ impl Quant {
     }
 }
 
-/// The accumulators of activation row j on matrix i's weight block at row0 (and that row's
-/// activation scale).
-type AccOf<'a> = dyn Fn(usize, usize, usize, &mut [i32]) -> Result<f32, BitnetError> + Sync + 'a;
+/// The accumulators of activation rows `j, j + 1, …` (one per `scales` entry, `acc` holding a
+/// block of rows for each) on matrix i's weight block at row0, and each row's activation scale.
+type AccOf<'a> = dyn Fn(usize, usize, usize, &mut [i32], &mut [f32]) -> Result<(), BitnetError> + Sync + 'a;
+
+/// Activation rows per call of an [`AccOf`]: I2_S unpacks each weight byte once for two.
+const ROWS_PER_CALL: usize = 2;
 
 /// Weight rows per work unit of I2_S (a block of rows is read once for all activation rows).
 const I2S_ROWS: usize = 32;
@@ -191,13 +194,17 @@ impl Linear {
         let buf: &mut [f32] = if direct { &mut *outs[0] } else { &mut work };
         let mut blocks = |acc_of: &AccOf| {
             par.split(buf, block * n, &|first, chunk| {
-                let mut acc = vec![0i32; block];
+                let (mut acc, mut scales) = (vec![0i32; ROWS_PER_CALL * block], [0.0f32; ROWS_PER_CALL]);
                 for (b, part) in chunk.chunks_exact_mut(block * n).enumerate() {
                     let g = first + b;
                     let i = starts.partition_point(|&s| s <= g) - 1;
-                    for (j, o) in part.chunks_exact_mut(block).enumerate() {
-                        let act_scale = acc_of(i, j, (g - starts[i]) * block, &mut acc)?;
-                        dequantize_into(o, &acc, act_scale, ws[i].scale());
+                    for (c, os) in part.chunks_mut(ROWS_PER_CALL * block).enumerate() {
+                        let rows = os.len() / block;
+                        let (acc, scales) = (&mut acc[..rows * block], &mut scales[..rows]);
+                        acc_of(i, c * ROWS_PER_CALL, (g - starts[i]) * block, acc, scales)?;
+                        for ((o, a), &s) in os.chunks_exact_mut(block).zip(acc.chunks_exact(block)).zip(&*scales) {
+                            dequantize_into(o, a, s, ws[i].scale());
+                        }
                     }
                 }
                 Ok(())
@@ -213,8 +220,19 @@ impl Linear {
                     .map(|x| quantize_activations(x, Rounding::HalfEven))
                     .collect::<Result<Vec<_>, _>>()?;
                 let sums: Vec<i32> = acts.iter().map(|a| crate::bitnet::i2s::q_sum(&a.q)).collect();
-                blocks(&|i, j, row0, acc| {
-                    i2s[i].gemv_acc_rows_summed(&acts[j].q, sums[j], backend, row0, acc).map(|()| acts[j].scale)
+                blocks(&|i, j, row0, acc, scales| {
+                    if let [_, _] = scales {
+                        let q = [&acts[j].q[..], &acts[j + 1].q[..]];
+                        i2s[i].gemv_acc_rows_summed2(q, [sums[j], sums[j + 1]], backend, row0, acc)?;
+                    } else {
+                        for (t, a) in acc.chunks_exact_mut(acc.len() / scales.len().max(1)).enumerate() {
+                            i2s[i].gemv_acc_rows_summed(&acts[j + t].q, sums[j + t], backend, row0, a)?;
+                        }
+                    }
+                    for (t, s) in scales.iter_mut().enumerate() {
+                        *s = acts[j + t].scale;
+                    }
+                    Ok(())
                 })?
             }
             Quant::Tl1 => {
@@ -267,7 +285,11 @@ fn lut_blocks<L: LutMatrix>(
     let Some(first) = ws.first() else { return Ok(()) };
     let (k, tile) = (first.shape().1, first.bm_tile());
     let tables = xs.chunks_exact(k).map(|x| first.tables(x)).collect::<Result<Vec<_>, _>>()?;
-    blocks(&|i, j, row0, acc| {
-        ws[i].acc_tiles(&tables[j], backend, row0 / tile..row0 / tile + 1, acc).map(|()| L::act_scale(&tables[j]))
+    blocks(&|i, j, row0, acc, scales| {
+        for (t, (a, s)) in acc.chunks_exact_mut(tile).zip(scales.iter_mut()).enumerate() {
+            ws[i].acc_tiles(&tables[j + t], backend, row0 / tile..row0 / tile + 1, a)?;
+            *s = L::act_scale(&tables[j + t]);
+        }
+        Ok(())
     })
 }

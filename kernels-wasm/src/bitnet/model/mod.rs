@@ -19,6 +19,7 @@
 //! - [`sample`]: greedy and temperature sampling.
 //! - [`dummy`]: deterministic random models of the dummy layouts.
 
+mod attend;
 pub mod build;
 pub mod config;
 pub mod convert;

@@ -1,0 +1,218 @@
+//! The inner loops of attention for one head and one query row: the scores `q·k_p`, `exp` for
+//! the softmax, and `Σ_p w_p·v_p`. Each sums in one fixed order on every target (so scalar,
+//! SIMD, wasm and any thread count give the same bits); the AVX forms keep that order and only
+//! change which sums run side by side.
+
+/// `q·k_p·scale` for every position `p < out.len()`; row `p` of `keys` starts at `p * stride`.
+pub fn scores(q: &[f32], keys: &[f32], stride: usize, scale: f32, out: &mut [f32]) {
+    let row = |p: usize| &keys[p * stride..][..q.len()];
+    #[cfg(all(target_arch = "x86_64", feature = "std"))]
+    if std::is_x86_feature_detected!("avx2") {
+        let whole = out.len() / 4 * 4;
+        for p in (0..whole).step_by(4) {
+            // SAFETY: the CPU has AVX (checked just above); the rows are `q.len()` long.
+            let s = unsafe { x86::dot4(q, [row(p), row(p + 1), row(p + 2), row(p + 3)]) };
+            for (o, s) in out[p..p + 4].iter_mut().zip(s) {
+                *o = s * scale;
+            }
+        }
+        for (p, o) in out.iter_mut().enumerate().skip(whole) {
+            *o = dot(q, row(p)) * scale;
+        }
+        return;
+    }
+    for (p, o) in out.iter_mut().enumerate() {
+        *o = dot(q, row(p)) * scale;
+    }
+}
+
+/// `o[e] += Σ_p w[p]·v_p[e]`, each element summed in `p` order; row `p` of `values` starts at
+/// `p * stride`.
+pub fn accumulate(o: &mut [f32], w: &[f32], values: &[f32], stride: usize) {
+    let mut whole = 0;
+    #[cfg(all(target_arch = "x86_64", feature = "std"))]
+    if std::is_x86_feature_detected!("avx2") {
+        whole = o.len() / x86::E * x86::E;
+        // SAFETY: the CPU has AVX (checked just above).
+        unsafe { x86::accumulate(&mut o[..whole], w, values, stride) };
+    }
+    let d = o.len();
+    for (p, &s) in w.iter().enumerate() {
+        for (acc, v) in o[whole..].iter_mut().zip(&values[p * stride + whole..][..d - whole]) {
+            *acc += s * v;
+        }
+    }
+}
+
+/// The same sums with 8-wide registers (mul then add, never fused: the same roundings).
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+mod x86 {
+    use core::arch::x86_64::*;
+
+    /// `dot` for four rows at once: one row's chain of eight-lane adds waits on each add, four
+    /// chains overlap. Lane j of row r sums elements j, j + 8, … exactly as `dot` does.
+    #[target_feature(enable = "avx")]
+    pub unsafe fn dot4(a: &[f32], b: [&[f32]; 4]) -> [f32; 4] {
+        let d = a.len();
+        assert!(b.iter().all(|r| r.len() == d));
+        let whole = d / 8 * 8;
+        let mut l = [_mm256_setzero_ps(); 4];
+        for t in (0..whole).step_by(8) {
+            let ca = _mm256_loadu_ps(a.as_ptr().add(t));
+            for r in 0..4 {
+                let cb = _mm256_loadu_ps(b[r].as_ptr().add(t));
+                l[r] = _mm256_add_ps(l[r], _mm256_mul_ps(ca, cb));
+            }
+        }
+        let mut out = [0.0f32; 4];
+        for r in 0..4 {
+            let mut lanes = [0.0f32; 8];
+            _mm256_storeu_ps(lanes.as_mut_ptr(), l[r]);
+            for j in whole..d {
+                lanes[j % 8] += a[j] * b[r][j];
+            }
+            out[r] = super::tree(&lanes);
+        }
+        out
+    }
+
+    /// Elements a register block holds across all positions.
+    pub const E: usize = 32;
+
+    /// `accumulate` for `o.len()` a multiple of `E`: thirty-two elements stay in four registers
+    /// across all positions, instead of `o` being loaded and stored once per position.
+    #[target_feature(enable = "avx")]
+    pub unsafe fn accumulate(o: &mut [f32], w: &[f32], values: &[f32], stride: usize) {
+        assert!(o.len().is_multiple_of(E) && (w.is_empty() || values.len() >= (w.len() - 1) * stride + o.len()));
+        for c in (0..o.len()).step_by(E) {
+            let mut acc: [__m256; 4] = core::array::from_fn(|k| _mm256_loadu_ps(o.as_ptr().add(c + 8 * k)));
+            for (p, &s) in w.iter().enumerate() {
+                let (s, v) = (_mm256_set1_ps(s), values.as_ptr().add(p * stride + c));
+                for (k, acc) in acc.iter_mut().enumerate() {
+                    *acc = _mm256_add_ps(*acc, _mm256_mul_ps(s, _mm256_loadu_ps(v.add(8 * k))));
+                }
+            }
+            for (k, acc) in acc.iter().enumerate() {
+                _mm256_storeu_ps(o.as_mut_ptr().add(c + 8 * k), *acc);
+            }
+        }
+    }
+}
+
+/// The fixed tree that ends [`dot`]: lane j holds elements j, j + 8, ….
+#[inline(always)]
+fn tree(l: &[f32; 8]) -> f32 {
+    ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]))
+}
+
+/// `Σ a·b` in a fixed order: eight lanes (element j to lane j mod 8), then a fixed tree. The
+/// compiler vectorises it, and every target sums alike.
+#[inline(always)]
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut l = [0.0f32; 8];
+    let whole = a.len() / 8 * 8;
+    for (ca, cb) in a[..whole].chunks_exact(8).zip(b[..whole].chunks_exact(8)) {
+        for j in 0..8 {
+            l[j] += ca[j] * cb[j];
+        }
+    }
+    for j in whole..a.len() {
+        l[j % 8] += a[j] * b[j];
+    }
+    tree(&l)
+}
+
+/// `exp(x)` for the softmax, as Cephes' `expf` computes it (x = n·ln2 + r, a degree-6
+/// polynomial in r, times 2ⁿ), within 2 ulp of the true value; only additions and
+/// multiplications, so the loop over a row vectorises and every target gives the same bits.
+pub fn expf(x: f32) -> f32 {
+    const LOG2E: f32 = core::f32::consts::LOG2_E;
+    let x = x.clamp(-87.0, 88.0);
+    // Round x·log2(e) to the nearest integer by pushing it through the mantissa.
+    let n = (x * LOG2E + 12_582_912.0) - 12_582_912.0;
+    // ln 2 in two parts, so r = x − n·ln2 stays exact.
+    let r = (x - n * 0.693_359_4) - n * -2.121_944_4e-4;
+    let z = r * r;
+    let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r + 1.666_666_5e-1)
+        * r
+        + 0.5;
+    let y = p * z + r + 1.0;
+    y * f32::from_bits(((n as i32 + 127) as u32) << 23)
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    #[test]
+    fn the_softmax_exp_is_within_two_ulp_of_libm() {
+        let mut worst = 0;
+        for i in 0..=200_000 {
+            let x = -87.0 + 97.0 * i as f32 / 200_000.0;
+            let (got, want) = (super::expf(x), libm::expf(x));
+            let ulp = (got.to_bits() as i64 - want.to_bits() as i64).unsigned_abs();
+            worst = worst.max(ulp);
+        }
+        assert!(worst <= 2, "{worst} ulp");
+        assert_eq!(super::expf(0.0), 1.0);
+        assert_eq!(super::expf(-1000.0), super::expf(-87.0));
+    }
+
+    #[test]
+    fn dot_sums_in_its_fixed_order() {
+        let a: alloc::vec::Vec<f32> = (0..19).map(|i| 1.0 + i as f32 * 1e-3).collect();
+        let b: alloc::vec::Vec<f32> = (0..19).map(|i| 3.0 - i as f32 * 7e-4).collect();
+        let mut l = [0.0f32; 8];
+        for j in 0..19 {
+            l[j % 8] += a[j] * b[j];
+        }
+        let want = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+        assert_eq!(super::dot(&a, &b).to_bits(), want.to_bits());
+    }
+
+    /// Values with every exponent and sign a score meets, from a fixed generator.
+    fn values(n: usize, seed: u32) -> alloc::vec::Vec<f32> {
+        let mut x = seed.wrapping_mul(2_654_435_761) | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                (x as i32) as f32 * 2.0f32.powi((x % 7) as i32 - 34)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_blocked_scores_equal_one_dot_per_row_bit_for_bit() {
+        for (d, rows, stride) in [(64, 37, 64), (64, 9, 192), (19, 6, 25), (5, 3, 5), (128, 4, 128), (8, 1, 8)] {
+            let (q, keys) = (values(d, d as u32), values(rows * stride, 7));
+            let mut got = alloc::vec![0.0; rows];
+            super::scores(&q, &keys, stride, 0.125, &mut got);
+            for (p, g) in got.iter().enumerate() {
+                let want = super::dot(&q, &keys[p * stride..][..d]) * 0.125;
+                assert_eq!(g.to_bits(), want.to_bits(), "d {d}, row {p}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_blocked_weighted_sum_adds_in_position_order_bit_for_bit() {
+        for (d, rows, stride) in [(64, 37, 64), (64, 9, 192), (80, 5, 80), (19, 6, 25), (32, 1, 32)] {
+            let (w, vals) = (values(rows, 3), values(rows * stride, 11));
+            let start = values(d, 5);
+            let mut got = start.clone();
+            super::accumulate(&mut got, &w, &vals, stride);
+            let mut want = start;
+            for (p, &s) in w.iter().enumerate() {
+                for (acc, v) in want.iter_mut().zip(&vals[p * stride..][..d]) {
+                    *acc += s * v;
+                }
+            }
+            let (g, w): (alloc::vec::Vec<u32>, alloc::vec::Vec<u32>) =
+                (got.iter().map(|x| x.to_bits()).collect(), want.iter().map(|x| x.to_bits()).collect());
+            assert_eq!(g, w, "d {d}");
+        }
+    }
+}
