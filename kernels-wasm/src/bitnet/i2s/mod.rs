@@ -93,6 +93,14 @@ impl I2sMatrix {
         &self.codes[r * n..(r + 1) * n]
     }
 
+    /// Rows `r..r + 4` of `codes` (the matrix's codes, dereferenced once by the caller: behind
+    /// a memory map each dereference is a call).
+    #[cfg(target_arch = "x86_64")]
+    fn quad<'c>(&self, codes: &'c [u8], r: usize) -> [&'c [u8]; 4] {
+        let n = self.cols / 4;
+        core::array::from_fn(|k| &codes[(r + k) * n..(r + k + 1) * n])
+    }
+
     /// Exact int32 accumulators `Σ_k w[r][k]·q[k]` of every row into `acc`.
     pub fn gemv_acc(&self, q: &[i8], backend: Backend, acc: &mut [i32]) -> Result<(), BitnetError> {
         check_len("accumulators", self.rows, acc.len())?;
@@ -129,9 +137,9 @@ impl I2sMatrix {
         let mut done = 0;
         #[cfg(target_arch = "x86_64")]
         if backend == Backend::Avx2 && self.layout == I2sLayout::X86 && backend.is_available() {
+            let codes: &[u8] = &self.codes;
             for quad in acc.chunks_exact_mut(4) {
-                let r = first_row + done;
-                let rows = [self.row_codes(r), self.row_codes(r + 1), self.row_codes(r + 2), self.row_codes(r + 3)];
+                let rows = self.quad(codes, first_row + done);
                 // SAFETY: AVX2 was detected at run time; rows and q have the lengths it needs.
                 let sums = unsafe { x86::dot4_avx2(rows, q) };
                 for (o, s) in quad.iter_mut().zip(sums) {
@@ -167,13 +175,10 @@ impl I2sMatrix {
             if first_row + rows > self.rows {
                 return Err(BitnetError::Length { what: "rows", expected: self.rows, got: first_row + rows });
             }
-            let quads = rows / 4 * 4;
+            let (quads, codes): (usize, &[u8]) = (rows / 4 * 4, &self.codes);
             for r in (0..quads).step_by(4) {
-                let r0 = first_row + r;
-                let codes =
-                    [self.row_codes(r0), self.row_codes(r0 + 1), self.row_codes(r0 + 2), self.row_codes(r0 + 3)];
                 // SAFETY: AVX2 was detected at run time; rows and both q have the lengths it needs.
-                let sums = unsafe { x86::dot4x2_avx2(codes, q) };
+                let sums = unsafe { x86::dot4x2_avx2(self.quad(codes, first_row + r), q) };
                 for k in 0..4 {
                     a[r + k] = sums[0][k] - q_sum[0];
                     b[r + k] = sums[1][k] - q_sum[1];

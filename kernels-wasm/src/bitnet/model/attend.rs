@@ -29,13 +29,17 @@ pub fn scores(q: &[f32], keys: &[f32], stride: usize, scale: f32, out: &mut [f32
 /// `o[e] += Σ_p w[p]·v_p[e]`, each element summed in `p` order; row `p` of `values` starts at
 /// `p * stride`.
 pub fn accumulate(o: &mut [f32], w: &[f32], values: &[f32], stride: usize) {
-    let mut whole = 0;
     #[cfg(all(target_arch = "x86_64", feature = "std"))]
-    if std::is_x86_feature_detected!("avx2") {
-        whole = o.len() / x86::E * x86::E;
+    let whole = if std::is_x86_feature_detected!("avx2") {
+        let whole = o.len() / x86::E * x86::E;
         // SAFETY: the CPU has AVX (checked just above).
         unsafe { x86::accumulate(&mut o[..whole], w, values, stride) };
-    }
+        whole
+    } else {
+        0
+    };
+    #[cfg(not(all(target_arch = "x86_64", feature = "std")))]
+    let whole = 0;
     let d = o.len();
     for (p, &s) in w.iter().enumerate() {
         for (acc, v) in o[whole..].iter_mut().zip(&values[p * stride + whole..][..d - whole]) {

@@ -57,6 +57,21 @@ impl<'a> Exec<'a> {
         self.linears(&[w], xs, &mut [out])
     }
 
+    /// `f` on every row (`width` values) of `xs`, rows shared out to the threads when there are
+    /// several (each row computes alone, so the bits do not depend on the split).
+    fn rows(&self, xs: &mut [f32], width: usize, f: &(dyn Fn(usize, &mut [f32]) + Sync)) {
+        if xs.len() <= width {
+            xs.chunks_exact_mut(width).enumerate().for_each(|(i, x)| f(i, x));
+            return;
+        }
+        let work = |first: usize, chunk: &mut [f32]| {
+            chunk.chunks_exact_mut(width).enumerate().for_each(|(i, x)| f(first + i, x));
+            Ok(())
+        };
+        // The work never fails.
+        let _ = self.par.split(xs, width, &work);
+    }
+
     /// Matrices that read the same input, in one pass ([`Linear::forward_many`]).
     fn linears(&self, ws: &[&Linear], xs: &[f32], outs: &mut [&mut [f32]]) -> Result<(), crate::bitnet::BitnetError> {
         if self.reference {
@@ -77,15 +92,15 @@ pub struct RmsNorm {
 }
 
 impl RmsNorm {
-    fn forward(&self, xs: &mut [f32]) {
-        for x in xs.chunks_exact_mut(self.weight.len()) {
+    fn forward(&self, xs: &mut [f32], ex: &Exec) {
+        ex.rows(xs, self.weight.len(), &|_, x| {
             let sum: f64 = x.iter().map(|&v| v as f64 * v as f64).sum();
             let mean = (sum / x.len() as f64) as f32;
             let scale = 1.0 / libm::sqrtf(mean + self.eps);
             for (v, w) in x.iter_mut().zip(&self.weight) {
                 *v = *v * scale * w;
             }
-        }
+        });
     }
 }
 
@@ -225,7 +240,7 @@ impl Attention {
                 out[i * dim + h * hd..][..hd].copy_from_slice(&by_head[(h * n + i) * hd..][..hd]);
             }
         }
-        self.sub_norm.forward(&mut out);
+        self.sub_norm.forward(&mut out, ex);
         let mut y = vec![0.0; n * self.o.shape().0];
         ex.linear(&self.o, &out, &mut y)?;
         Ok(y)
@@ -246,12 +261,14 @@ impl Ffn {
         let hidden = self.up.shape().0;
         let (mut gate, mut up) = (vec![0.0; n * hidden], vec![0.0; n * hidden]);
         ex.linears(&[&self.up, &self.gate], xs, &mut [&mut up, &mut gate])?;
-        for (g, u) in gate.iter_mut().zip(&up) {
+        ex.rows(&mut gate, hidden, &|i, g| {
             // SiLU (ggml computes its own exp approximation too), then the product with the up
             // projection.
-            *g = *g / (1.0 + attend::expf(-*g)) * u;
-        }
-        self.sub_norm.forward(&mut gate);
+            for (g, u) in g.iter_mut().zip(&up[i * hidden..]) {
+                *g = *g / (1.0 + attend::expf(-*g)) * u;
+            }
+        });
+        self.sub_norm.forward(&mut gate, ex);
         let mut y = vec![0.0; n * self.down.shape().0];
         ex.linear(&self.down, &gate, &mut y)?;
         Ok(y)
@@ -278,11 +295,11 @@ impl Block {
         ex: &Exec,
     ) -> Result<(), ModelError> {
         let mut h = x.to_vec();
-        self.attn_norm.forward(&mut h);
+        self.attn_norm.forward(&mut h, ex);
         let a = self.attn.forward(&h, start, k_cache, v_cache, ex)?;
         x.iter_mut().zip(&a).for_each(|(x, a)| *x += a);
         let mut h = x.to_vec();
-        self.ffn_norm.forward(&mut h);
+        self.ffn_norm.forward(&mut h, ex);
         let f = self.ffn.forward(&h, ex)?;
         x.iter_mut().zip(&f).for_each(|(x, f)| *x += f);
         Ok(())
@@ -350,7 +367,7 @@ impl Model {
             Logits::Last => &mut x[(n - 1) * c.dim..],
             Logits::All => &mut x[..],
         };
-        self.output_norm.forward(rows);
+        self.output_norm.forward(rows, ex);
         let out = self.output.as_ref().unwrap_or(&self.embed);
         let mut logits = vec![0.0f32; rows.len() / c.dim * out.rows];
         if ex.reference {
