@@ -26,6 +26,22 @@ pub fn scores(q: &[f32], keys: &[f32], stride: usize, scale: f32, out: &mut [f32
     }
 }
 
+/// The largest score, eight lanes at a time so the loop vectorises: a maximum is the same in
+/// any order (where +0 and −0 tie, either gives the same `exp(s − max)`).
+pub fn max(w: &[f32]) -> f32 {
+    let mut l = [f32::NEG_INFINITY; 8];
+    let chunks = w.chunks_exact(8);
+    for (j, &v) in chunks.remainder().iter().enumerate() {
+        l[j] = l[j].max(v);
+    }
+    for c in chunks {
+        for j in 0..8 {
+            l[j] = l[j].max(c[j]);
+        }
+    }
+    l.iter().copied().fold(f32::NEG_INFINITY, f32::max)
+}
+
 /// `o[e] += Σ_p w[p]·v_p[e]`, each element summed in `p` order; row `p` of `values` starts at
 /// `p * stride`.
 pub fn accumulate(o: &mut [f32], w: &[f32], values: &[f32], stride: usize) {
@@ -199,6 +215,15 @@ mod tests {
                 assert_eq!(g.to_bits(), want.to_bits(), "d {d}, row {p}");
             }
         }
+    }
+
+    #[test]
+    fn the_lane_wise_maximum_is_the_maximum() {
+        for len in [1, 7, 8, 13, 300] {
+            let w = values(len, len as u32);
+            assert_eq!(super::max(&w), w.iter().copied().fold(f32::NEG_INFINITY, f32::max), "{len}");
+        }
+        assert_eq!(super::max(&[-3.0, -1.0, -2.0]), -1.0);
     }
 
     #[test]

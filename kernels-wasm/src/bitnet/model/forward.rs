@@ -224,7 +224,7 @@ impl Attention {
                 // Causal: positions 0..=start + i. Softmax as ggml's soft_max (sum in f64).
                 w.resize(start + i + 1, 0.0);
                 attend::scores(&qh, &k_cache[kv..], kv_dim, scale, &mut w);
-                let max = w.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                let max = attend::max(&w);
                 w.iter_mut().for_each(|s| *s = attend::expf(*s - max));
                 let sum: f64 = w.iter().map(|&s| s as f64).sum();
                 let inv = (1.0 / sum) as f32;
