@@ -24,6 +24,20 @@ pub trait LutMatrix: Sync {
     fn act_scale(tables: &Self::Tables) -> f32;
     fn acc_tiles(&self, t: &Self::Tables, b: Backend, tiles: Range<usize>, acc: &mut [i32]) -> Result<(), BitnetError>;
 
+    /// [`Self::acc_tiles`] for two activation rows: `acc` holds the first row's accumulators,
+    /// then the second's. A format whose kernel can share work between the rows overrides it.
+    fn acc_tiles2(
+        &self,
+        t: [&Self::Tables; 2],
+        b: Backend,
+        tiles: Range<usize>,
+        acc: &mut [i32],
+    ) -> Result<(), BitnetError> {
+        let (first, second) = acc.split_at_mut(acc.len() / 2);
+        self.acc_tiles(t[0], b, tiles.clone(), first)?;
+        self.acc_tiles(t[1], b, tiles, second)
+    }
+
     /// Exact int32 accumulators of every row.
     fn gemv_acc(&self, t: &Self::Tables, b: Backend, acc: &mut [i32]) -> Result<(), BitnetError> {
         self.acc_tiles(t, b, 0..self.shape().0 / self.bm_tile(), acc)
@@ -82,5 +96,14 @@ impl LutMatrix for Tl2Matrix {
     }
     fn acc_tiles(&self, t: &Tl2Tables, b: Backend, tiles: Range<usize>, acc: &mut [i32]) -> Result<(), BitnetError> {
         self.gemv_acc_tiles(t, b, tiles, acc)
+    }
+    fn acc_tiles2(
+        &self,
+        t: [&Tl2Tables; 2],
+        b: Backend,
+        tiles: Range<usize>,
+        acc: &mut [i32],
+    ) -> Result<(), BitnetError> {
+        self.gemv_acc_tiles2(t, b, tiles, acc)
     }
 }

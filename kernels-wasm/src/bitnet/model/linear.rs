@@ -286,8 +286,15 @@ fn lut_blocks<L: LutMatrix>(
     let (k, tile) = (first.shape().1, first.bm_tile());
     let tables = xs.chunks_exact(k).map(|x| first.tables(x)).collect::<Result<Vec<_>, _>>()?;
     blocks(&|i, j, row0, acc, scales| {
-        for (t, (a, s)) in acc.chunks_exact_mut(tile).zip(scales.iter_mut()).enumerate() {
-            ws[i].acc_tiles(&tables[j + t], backend, row0 / tile..row0 / tile + 1, a)?;
+        let tiles = row0 / tile..row0 / tile + 1;
+        if let [_, _] = scales {
+            ws[i].acc_tiles2([&tables[j], &tables[j + 1]], backend, tiles, acc)?;
+        } else {
+            for (t, a) in acc.chunks_exact_mut(tile).enumerate() {
+                ws[i].acc_tiles(&tables[j + t], backend, tiles.clone(), a)?;
+            }
+        }
+        for (t, s) in scales.iter_mut().enumerate() {
             *s = L::act_scale(&tables[j + t]);
         }
         Ok(())

@@ -274,6 +274,42 @@ impl Tl2Matrix {
         Ok(())
     }
 
+    /// [`Self::gemv_acc_tiles`] for two activation rows' tables: `acc` holds the first row's
+    /// accumulators, then the second's. On AVX2 each weight vector is decoded once for both.
+    pub fn gemv_acc_tiles2(
+        &self,
+        tables: [&Tl2Tables; 2],
+        backend: Backend,
+        tiles: core::ops::Range<usize>,
+        acc: &mut [i32],
+    ) -> Result<(), BitnetError> {
+        let g = &self.geometry;
+        let half = tiles.len() * g.tile.bm_tile;
+        check_len("accumulators (two rows)", 2 * half, acc.len())?;
+        let (a, b) = acc.split_at_mut(half);
+        #[cfg(target_arch = "x86_64")]
+        if backend == Backend::Avx2 && backend.is_available() {
+            for t in tables {
+                check_len("TL2 triplet tables", g.three_k / 3 * PAIR_TABLE_BYTES, t.three.len())?;
+                check_len("TL2 pair tables", g.two_k / 2 * PAIR_TABLE_BYTES, t.two.len())?;
+            }
+            if tiles.end > g.tiles() {
+                return Err(BitnetError::Length { what: "row tiles", expected: g.tiles(), got: tiles.end });
+            }
+            let bm_tile = g.tile.bm_tile;
+            for (i, t) in tiles.enumerate() {
+                let out = [&mut a[i * bm_tile..(i + 1) * bm_tile], &mut b[i * bm_tile..(i + 1) * bm_tile]];
+                out[0].fill(0);
+                out[1].fill(0);
+                // SAFETY: AVX2 was detected; sizes were checked above.
+                unsafe { x86::tile2_avx2(self, tables, t, out) }
+            }
+            return Ok(());
+        }
+        self.gemv_acc_tiles(tables[0], backend, tiles.clone(), a)?;
+        self.gemv_acc_tiles(tables[1], backend, tiles, b)
+    }
+
     /// The tables of one activation row for this matrix.
     pub fn tables(&self, x: &[f32]) -> Result<Tl2Tables, BitnetError> {
         check_len("activations", self.geometry.k, x.len())?;

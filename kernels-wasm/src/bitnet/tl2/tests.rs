@@ -121,6 +121,33 @@ fn every_backend_equals_the_plain_dot_product() {
     }
 }
 
+/// Two activation rows at once (prompt processing) give each row's plain dot products, on
+/// every tile shape and for a tile range that does not start at tile 0.
+#[test]
+fn two_activation_rows_at_once_equal_the_plain_dot_product() {
+    let mut rng = Rng::new(35);
+    for (m, k, tile) in SHAPES {
+        let t = rng.ternary(m, k);
+        let (qa, qb) = (rng.acts(k), rng.acts(k));
+        let p = Tl2Matrix::pack_with(&t, tile).unwrap();
+        let tabs = [tables(&qa, p.geometry.three_k), tables(&qb, p.geometry.three_k)];
+        let (ea, eb) = (plain_dot(&t, &qa), plain_dot(&t, &qb));
+        let tiles = p.geometry.tiles();
+        for backend in Backend::available() {
+            for first in [0, tiles - 1] {
+                let rows = (tiles - first) * tile.bm_tile;
+                let mut acc = alloc::vec![0; 2 * rows];
+                p.acc_tiles2([&tabs[0], &tabs[1]], backend, first..tiles, &mut acc).unwrap();
+                let skip = first * tile.bm_tile;
+                assert_eq!(acc[..rows], ea[skip..], "{backend:?} {m}x{k} {tile:?} from tile {first}");
+                assert_eq!(acc[rows..], eb[skip..], "{backend:?} {m}x{k} {tile:?} from tile {first}");
+            }
+            let mut short = alloc::vec![0; 2 * m - 1];
+            assert!(p.acc_tiles2([&tabs[0], &tabs[1]], backend, 0..tiles, &mut short).is_err());
+        }
+    }
+}
+
 #[test]
 fn f32_outputs_are_identical_across_backends_and_near_f32() {
     let mut rng = Rng::new(35);

@@ -105,6 +105,47 @@ pub unsafe fn tile_avx2(m: &Tl2Matrix, tables: &Tl2Tables, t: usize, out: &mut [
     }
 }
 
+/// [`tile_avx2`] for two activation rows' tables at once (prompt processing): each magnitude
+/// vector's indices and each sign group's masks are worked out once for both.
+///
+/// # Safety
+/// The CPU must support AVX2; both `tables` and `out`s sized as `gemv_acc_tiles` checks.
+#[target_feature(enable = "avx2")]
+pub unsafe fn tile2_avx2(m: &Tl2Matrix, tables: [&Tl2Tables; 2], t: usize, out: [&mut [i32]; 2]) {
+    let g = &m.geometry;
+    let w = m.packed.as_ptr();
+    let luts = [tables[0].three.as_ptr(), tables[1].three.as_ptr()];
+    let mask = _mm256_set1_epi8(0x0f);
+    let [out0, out1] = out;
+    for rb in 0..g.row_blocks() {
+        let dst = [&mut out0[rb * BM32..(rb + 1) * BM32], &mut out1[rb * BM32..(rb + 1) * BM32]];
+        for kb in 0..g.k_blocks() {
+            let mut acc: [Acc; 2] = [[_mm256_setzero_si256(); 2]; 2];
+            for sb in 0..g.vectors_per_block() {
+                let bytes = _mm256_loadu_si256(w.add(g.mag_offset(t, kb, rb, sb)).cast());
+                let signs = _mm256_loadu_si256(w.add(g.sign_offset(t, kb, rb, sb / 4)).cast());
+                let tr = g.triplet(kb, sb);
+                let (hi, lo) = (_mm256_and_si256(_mm256_srli_epi16(bytes, 4), mask), _mm256_and_si256(bytes, mask));
+                let top = 4 * (sb % 4) as i32;
+                let sign =
+                    |extra: i32| _mm256_srai_epi16::<15>(_mm256_sll_epi16(signs, _mm_cvtsi32_si128(top + extra)));
+                let (s0, s1, s2, s3) = (sign(0), sign(1), sign(2), sign(3));
+                for (acc, lut) in acc.iter_mut().zip(luts) {
+                    let (a0, a1) = look(lut.add(tr * 32), hi);
+                    let (b0, b1) = look(lut.add(tr * 32 + 32), lo);
+                    acc[0] = _mm256_add_epi16(acc[0], _mm256_add_epi16(apply_sign(a0, s0), apply_sign(b0, s2)));
+                    acc[1] = _mm256_add_epi16(acc[1], _mm256_add_epi16(apply_sign(a1, s1), apply_sign(b1, s3)));
+                }
+            }
+            widen_into(acc[0], &mut *dst[0]);
+            widen_into(acc[1], &mut *dst[1]);
+        }
+        let [d0, d1] = dst;
+        tail_avx2(m, tables[0], t, rb, d0);
+        tail_avx2(m, tables[1], t, rb, d1);
+    }
+}
+
 /// # Safety
 /// The CPU must support AVX-512 F/BW/VBMI; `tables` and `out` sized as `gemv_acc_tiles` checks.
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx2")]
