@@ -128,10 +128,7 @@ impl I2sMatrix {
         first_row: usize,
         acc: &mut [i32],
     ) -> Result<(), BitnetError> {
-        check_len("activations", self.cols, q.len())?;
-        if first_row + acc.len() > self.rows {
-            return Err(BitnetError::Length { what: "rows", expected: self.rows, got: first_row + acc.len() });
-        }
+        self.check_rows(q, first_row, acc.len())?;
         // Rows done four at a time (AVX2 only); the rest one by one.
         #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
         let mut done = 0;
@@ -154,6 +151,15 @@ impl I2sMatrix {
         Ok(())
     }
 
+    /// That `q` is one activation row for this matrix and rows `first_row..first_row + rows` exist.
+    fn check_rows(&self, q: &[i8], first_row: usize, rows: usize) -> Result<(), BitnetError> {
+        check_len("activations", self.cols, q.len())?;
+        if first_row + rows > self.rows {
+            return Err(BitnetError::Length { what: "rows", expected: self.rows, got: first_row + rows });
+        }
+        Ok(())
+    }
+
     /// [`Self::gemv_acc_rows_summed`] for two activation rows at once: `acc` holds the first
     /// row's accumulators, then the second's. On AVX2 each weight quad is unpacked once for both.
     pub fn gemv_acc_rows_summed2(
@@ -170,10 +176,7 @@ impl I2sMatrix {
         #[cfg(target_arch = "x86_64")]
         if backend == Backend::Avx2 && self.layout == I2sLayout::X86 && backend.is_available() {
             for qt in q {
-                check_len("activations", self.cols, qt.len())?;
-            }
-            if first_row + rows > self.rows {
-                return Err(BitnetError::Length { what: "rows", expected: self.rows, got: first_row + rows });
+                self.check_rows(qt, first_row, rows)?;
             }
             let (quads, codes): (usize, &[u8]) = (rows / 4 * 4, &self.codes);
             for r in (0..quads).step_by(4) {

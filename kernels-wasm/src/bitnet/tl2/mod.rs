@@ -239,14 +239,9 @@ impl Tl2Matrix {
         tiles: core::ops::Range<usize>,
         acc: &mut [i32],
     ) -> Result<(), BitnetError> {
-        let g = &self.geometry;
-        check_len("TL2 triplet tables", g.three_k / 3 * PAIR_TABLE_BYTES, tables.three.len())?;
-        check_len("TL2 pair tables", g.two_k / 2 * PAIR_TABLE_BYTES, tables.two.len())?;
-        check_len("accumulators", tiles.len() * g.tile.bm_tile, acc.len())?;
-        if tiles.end > g.tiles() {
-            return Err(BitnetError::Length { what: "row tiles", expected: g.tiles(), got: tiles.end });
-        }
-        let bm_tile = g.tile.bm_tile;
+        self.check_tiles(tables, &tiles)?;
+        check_len("accumulators", tiles.len() * self.geometry.tile.bm_tile, acc.len())?;
+        let bm_tile = self.geometry.tile.bm_tile;
         for (i, t) in tiles.enumerate() {
             let out = &mut acc[i * bm_tile..(i + 1) * bm_tile];
             out.fill(0);
@@ -274,6 +269,17 @@ impl Tl2Matrix {
         Ok(())
     }
 
+    /// That `tables` were built for this matrix's K and split, and `tiles` are its own.
+    fn check_tiles(&self, tables: &Tl2Tables, tiles: &core::ops::Range<usize>) -> Result<(), BitnetError> {
+        let g = &self.geometry;
+        check_len("TL2 triplet tables", g.three_k / 3 * PAIR_TABLE_BYTES, tables.three.len())?;
+        check_len("TL2 pair tables", g.two_k / 2 * PAIR_TABLE_BYTES, tables.two.len())?;
+        if tiles.end > g.tiles() {
+            return Err(BitnetError::Length { what: "row tiles", expected: g.tiles(), got: tiles.end });
+        }
+        Ok(())
+    }
+
     /// [`Self::gemv_acc_tiles`] for two activation rows' tables: `acc` holds the first row's
     /// accumulators, then the second's. On AVX2 each weight vector is decoded once for both.
     pub fn gemv_acc_tiles2(
@@ -290,11 +296,7 @@ impl Tl2Matrix {
         #[cfg(target_arch = "x86_64")]
         if backend == Backend::Avx2 && backend.is_available() {
             for t in tables {
-                check_len("TL2 triplet tables", g.three_k / 3 * PAIR_TABLE_BYTES, t.three.len())?;
-                check_len("TL2 pair tables", g.two_k / 2 * PAIR_TABLE_BYTES, t.two.len())?;
-            }
-            if tiles.end > g.tiles() {
-                return Err(BitnetError::Length { what: "row tiles", expected: g.tiles(), got: tiles.end });
+                self.check_tiles(t, &tiles)?;
             }
             let bm_tile = g.tile.bm_tile;
             for (i, t) in tiles.enumerate() {
