@@ -3,7 +3,13 @@
 
 use kernels_wasm::qwengpu::suite;
 use native_host::qwengpu::{cuda_to_ptx, kernels_dir};
-use std::process::Command;
+use std::ffi::OsStr;
+use std::process::{Command, Output};
+
+/// `native-host ARGS`, run to the end.
+fn native_host(args: impl IntoIterator<Item = impl AsRef<OsStr>>) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_native-host")).args(args).output().unwrap()
+}
 
 #[test]
 fn the_committed_ptx_is_what_clang_produces_today() {
@@ -25,9 +31,7 @@ fn the_committed_ptx_is_what_clang_produces_today() {
 
 #[test]
 fn the_compile_cli_lowers_cuda_and_names_what_it_refuses() {
-    let run = |file: &std::path::Path| {
-        Command::new(env!("CARGO_BIN_EXE_native-host")).args(["qwengpu", "compile"]).arg(file).output().unwrap()
-    };
+    let run = |file: &std::path::Path| native_host([OsStr::new("qwengpu"), OsStr::new("compile"), file.as_os_str()]);
     let ok = run(&kernels_dir().join("vadd.cu"));
     assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
     let text = String::from_utf8_lossy(&ok.stdout);
@@ -45,10 +49,7 @@ fn the_compile_cli_lowers_cuda_and_names_what_it_refuses() {
 
 #[test]
 fn the_bench_cli_checks_then_times_and_splits_the_time_by_token_kind() {
-    let out = Command::new(env!("CARGO_BIN_EXE_native-host"))
-        .args(["qwengpu", "bench", "--kernels", "vadd,warp_scan", "--reps", "1"])
-        .output()
-        .unwrap();
+    let out = native_host(["qwengpu", "bench", "--kernels", "vadd,warp_scan", "--reps", "1"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}\n{text}", String::from_utf8_lossy(&out.stderr));
     for name in ["vadd", "warp_scan"] {
@@ -68,10 +69,7 @@ fn the_bench_cli_checks_then_times_and_splits_the_time_by_token_kind() {
         .and_then(|r| r.split("× ").nth(1)?.split(' ').next()?.parse().ok())
         .unwrap_or_else(|| panic!("no EXEC figure: {kinds}"));
     assert!(exec > 4.0, "{kinds}");
-    let unknown = Command::new(env!("CARGO_BIN_EXE_native-host"))
-        .args(["qwengpu", "bench", "--kernels", "nosuch"])
-        .output()
-        .unwrap();
+    let unknown = native_host(["qwengpu", "bench", "--kernels", "nosuch"]);
     let err = String::from_utf8_lossy(&unknown.stderr);
     assert!(!unknown.status.success() && err.contains("no kernel \"nosuch\" in the suite"), "{err}");
 }
@@ -79,8 +77,7 @@ fn the_bench_cli_checks_then_times_and_splits_the_time_by_token_kind() {
 #[test]
 fn the_nvcc_harnesses_are_written_and_the_recorded_h200_run_still_matches_the_suite() {
     let dir = std::env::temp_dir().join(format!("substrates-nvcc-{}", std::process::id()));
-    let out =
-        Command::new(env!("CARGO_BIN_EXE_native-host")).args(["qwengpu", "nvcc", "--emit"]).arg(&dir).output().unwrap();
+    let out = native_host([OsStr::new("qwengpu"), OsStr::new("nvcc"), OsStr::new("--emit"), dir.as_os_str()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let names: Vec<String> =
         std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
@@ -90,11 +87,7 @@ fn the_nvcc_harnesses_are_written_and_the_recorded_h200_run_still_matches_the_su
 
     // What the H200 printed (assets/fixtures/qwengpu-nvcc/README.md).
     let recorded = kernels_dir().join("../fixtures/qwengpu-nvcc/h200-results.txt");
-    let out = Command::new(env!("CARGO_BIN_EXE_native-host"))
-        .args(["qwengpu", "nvcc", "--compare"])
-        .arg(&recorded)
-        .output()
-        .unwrap();
+    let out = native_host([OsStr::new("qwengpu"), OsStr::new("nvcc"), OsStr::new("--compare"), recorded.as_os_str()]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(
@@ -102,10 +95,7 @@ fn the_nvcc_harnesses_are_written_and_the_recorded_h200_run_still_matches_the_su
         "{text}"
     );
 
-    let missing = Command::new(env!("CARGO_BIN_EXE_native-host"))
-        .args(["qwengpu", "nvcc", "--compare", "/nonexistent/results.txt"])
-        .output()
-        .unwrap();
+    let missing = native_host(["qwengpu", "nvcc", "--compare", "/nonexistent/results.txt"]);
     let err = String::from_utf8_lossy(&missing.stderr);
     assert!(!missing.status.success() && err.contains("reading /nonexistent/results.txt"), "{err}");
 }

@@ -5,6 +5,14 @@
 use super::{PairTables, Tl1Matrix};
 use core::arch::x86_64::*;
 
+/// `dst` (8 outputs) += the eight int16 sums in `a`, widened to int32.
+#[inline(always)]
+unsafe fn add_widened(dst: &mut [i32], a: __m128i) {
+    assert_eq!(dst.len(), 8);
+    let p = dst.as_mut_ptr().cast::<__m256i>();
+    _mm256_storeu_si256(p, _mm256_add_epi32(_mm256_loadu_si256(p), _mm256_cvtepi16_epi32(a)));
+}
+
 /// # Safety
 /// The CPU must support AVX2; `tables` and `out` sized as `gemv_acc_tiles` checks.
 #[target_feature(enable = "avx2")]
@@ -42,8 +50,7 @@ pub unsafe fn tile_avx2(m: &Tl1Matrix, tables: &PairTables, t: usize, out: &mut 
             }
             let dst = &mut out[rb * g.tile.bm..(rb + 1) * g.tile.bm];
             for (j, a) in acc.iter().take(g.tile.bm / 8).enumerate() {
-                let p = dst.as_mut_ptr().add(8 * j).cast::<__m256i>();
-                _mm256_storeu_si256(p, _mm256_add_epi32(_mm256_loadu_si256(p), _mm256_cvtepi16_epi32(*a)));
+                add_widened(&mut dst[8 * j..8 * j + 8], *a);
             }
         }
     }
@@ -88,8 +95,7 @@ unsafe fn tile_bm32(m: &Tl1Matrix, tables: &PairTables, t: usize, out: &mut [i32
             let dst = &mut out[rb * 32..(rb + 1) * 32];
             for (j, a) in acc.iter().enumerate() {
                 let sum = _mm_add_epi16(_mm256_castsi256_si128(*a), _mm256_extracti128_si256::<1>(*a));
-                let p = dst.as_mut_ptr().add(8 * j).cast::<__m256i>();
-                _mm256_storeu_si256(p, _mm256_add_epi32(_mm256_loadu_si256(p), _mm256_cvtepi16_epi32(sum)));
+                add_widened(&mut dst[8 * j..8 * j + 8], sum);
             }
         }
     }
