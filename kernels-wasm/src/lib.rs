@@ -8,6 +8,7 @@
 //! - [`bitnet`]: BitNet b1.58 ternary kernels (I2_S, TL1, TL2) and whole models.
 //! - [`esp32`]: BitNet blocks across ESP32-S3 nodes: the node program, the wire, the coordinator.
 //! - [`gguf`]: the llama.cpp model format: parse, dequantise, write.
+//! - `gpu` (feature `gpu`): the kernels as WGSL compute shaders through wgpu (Vulkan, WebGPU).
 //! - [`qwengpu`]: the qwenGPU SIMT machine: its instruction set and reference interpreter.
 //! - [`protocol`]: every message that crosses the playground ↔ bridge websocket, defined once and
 //!   used by both sides.
@@ -18,6 +19,8 @@ extern crate alloc;
 pub mod bitnet;
 pub mod esp32;
 pub mod gguf;
+#[cfg(feature = "gpu")]
+pub mod gpu;
 pub mod protocol;
 pub mod qwen3;
 pub mod qwengpu;

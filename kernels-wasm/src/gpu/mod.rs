@@ -1,0 +1,261 @@
+//! WebGPU backends (feature `gpu`): the BitNet kernels as WGSL compute shaders, driven through
+//! wgpu — Vulkan natively (Mesa lavapipe on a machine without a GPU), the browser's WebGPU in
+//! wasm. The same Rust and the same WGSL run in both places.
+//!
+//! - [`Gpu`]: an adapter, its device and queue, and the compiled pipelines.
+//! - [`bitnet`]: I2_S, TL1 and TL2 GEMV/GEMM. The GPU computes the exact int32 accumulators;
+//!   the f32 epilogue stays on the CPU (`bitnet::dequantize`), because WGSL does not promise a
+//!   correctly rounded division and the results must equal the CPU's bit for bit.
+//!
+//! Everything that waits for the GPU is `async` (a browser cannot block); natively
+//! [`block_on`] drives it.
+
+pub mod bitnet;
+
+use alloc::string::{String, ToString};
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll, Waker};
+use std::sync::Mutex;
+use wgpu::util::DeviceExt;
+
+/// What went wrong on the GPU path: each names the request or the limit.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum GpuError {
+    #[error("no GPU adapter: {0}")]
+    NoAdapter(String),
+    #[error("the GPU adapter {adapter} refused a device: {why}")]
+    Device { adapter: String, why: String },
+    #[error("{what} needs {need}, over this adapter's limit of {limit}")]
+    TooLarge { what: String, need: u64, limit: u64 },
+    #[error("the GPU reported an error: {0}")]
+    Gpu(String),
+    #[error("reading results back from the GPU failed: {0}")]
+    Readback(String),
+    #[error(transparent)]
+    Bitnet(#[from] crate::bitnet::BitnetError),
+}
+
+/// What the adapter is, for the tab and the bench to say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdapterSummary {
+    pub name: String,
+    /// "vulkan", "webgpu", …
+    pub backend: String,
+    /// A CPU emulation (lavapipe, SwiftShader): its timings are for regressions only.
+    pub software: bool,
+    pub driver: String,
+}
+
+impl core::fmt::Display for AdapterSummary {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{} ({}", self.name, self.backend)?;
+        if !self.driver.is_empty() {
+            write!(f, ", {}", self.driver)?;
+        }
+        if self.software {
+            write!(f, ", a CPU emulation: timings for regressions only")?;
+        }
+        write!(f, ")")
+    }
+}
+
+/// An adapter's device and queue with the kernels' pipelines.
+pub struct Gpu {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub adapter: AdapterSummary,
+    pub limits: wgpu::Limits,
+    pipelines: bitnet::Pipelines,
+}
+
+impl Gpu {
+    /// The first adapter wgpu finds (a real GPU before a software one), its device with the
+    /// adapter's own limits (large matrices need more than WebGPU's defaults), and the
+    /// pipelines.
+    pub async fn new() -> Result<Gpu, GpuError> {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
+        let adapter = instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| GpuError::NoAdapter(e.to_string()))?;
+        let info = adapter.get_info();
+        let summary = AdapterSummary {
+            name: info.name.clone(),
+            backend: info.backend.to_str().to_string(),
+            software: info.device_type == wgpu::DeviceType::Cpu
+                || ["llvmpipe", "lavapipe", "swiftshader"].iter().any(|s| info.name.to_lowercase().contains(s)),
+            driver: [info.driver.as_str(), info.driver_info.as_str()]
+                .iter()
+                .filter(|s| !s.is_empty())
+                .copied()
+                .collect::<Vec<_>>()
+                .join(" "),
+        };
+        let limits = adapter.limits();
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("substrates"),
+                required_limits: limits.clone(),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| GpuError::Device { adapter: summary.name.clone(), why: e.to_string() })?;
+        let pipelines = bitnet::Pipelines::new(&device);
+        Ok(Gpu { device, queue, adapter: summary, limits, pipelines })
+    }
+
+    /// A storage buffer holding `data` (padded to whole u32 words, as WGSL reads them).
+    fn storage(&self, label: &str, data: &[u8]) -> Result<wgpu::Buffer, GpuError> {
+        let mut padded = data.to_vec();
+        padded.resize(data.len().next_multiple_of(4).max(4), 0);
+        self.check_binding(label, padded.len() as u64)?;
+        Ok(self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some(label),
+            contents: &padded,
+            usage: wgpu::BufferUsages::STORAGE,
+        }))
+    }
+
+    fn check_binding(&self, what: &str, bytes: u64) -> Result<(), GpuError> {
+        let limit = self.limits.max_storage_buffer_binding_size.min(self.limits.max_buffer_size);
+        match bytes > limit {
+            true => Err(GpuError::TooLarge { what: alloc::format!("{what} ({bytes} bytes)"), need: bytes, limit }),
+            false => Ok(()),
+        }
+    }
+
+    fn uniform(&self, words: &[u32]) -> wgpu::Buffer {
+        self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some("params"),
+            contents: &words_to_bytes(words),
+            usage: wgpu::BufferUsages::UNIFORM,
+        })
+    }
+
+    /// One dispatch of `pipeline` over `workgroups` with `bindings` (binding i = buffer i;
+    /// the last is the output), then its first `out_bytes` read back. Validation errors come
+    /// back as [`GpuError::Gpu`] rather than wgpu's default panic.
+    async fn dispatch(
+        &self,
+        pipeline: &wgpu::ComputePipeline,
+        bindings: &[&wgpu::Buffer],
+        workgroups: [u32; 3],
+        out_bytes: u64,
+    ) -> Result<Vec<u8>, GpuError> {
+        let max = self.limits.max_compute_workgroups_per_dimension;
+        if let Some(&n) = workgroups.iter().find(|&&n| n > max) {
+            let what = alloc::format!("a dispatch of {n} workgroups in one dimension");
+            return Err(GpuError::TooLarge { what, need: n as u64, limit: max as u64 });
+        }
+        let errors = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let entries: Vec<wgpu::BindGroupEntry> = bindings
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.as_entire_binding() })
+            .collect();
+        let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &entries,
+        });
+        let mut encoder = self.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            pass.set_pipeline(pipeline);
+            pass.set_bind_group(0, &group, &[]);
+            pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
+        }
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("read-back"),
+            size: out_bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let out = bindings.last().ok_or_else(|| GpuError::Gpu("a dispatch without an output buffer".into()))?;
+        encoder.copy_buffer_to_buffer(out, 0, &staging, 0, out_bytes);
+        self.queue.submit([encoder.finish()]);
+        if let Some(e) = errors.pop().await {
+            return Err(GpuError::Gpu(e.to_string()));
+        }
+        let (tx, rx) = oneshot();
+        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| tx.send(r.map_err(|e| e.to_string())));
+        // Natively nothing runs the callback but a poll; in the browser the event loop does.
+        #[cfg(not(target_arch = "wasm32"))]
+        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| GpuError::Gpu(e.to_string()))?;
+        rx.await.map_err(GpuError::Readback)?;
+        let data = staging.slice(..).get_mapped_range().map_err(|e| GpuError::Readback(e.to_string()))?.to_vec();
+        staging.unmap();
+        Ok(data)
+    }
+
+    /// An empty output buffer of `bytes`.
+    fn output(&self, bytes: u64) -> Result<wgpu::Buffer, GpuError> {
+        self.check_binding("the output", bytes)?;
+        Ok(self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("output"),
+            size: bytes.max(4),
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        }))
+    }
+}
+
+fn words_to_bytes(words: &[u32]) -> Vec<u8> {
+    words.iter().flat_map(|w| w.to_le_bytes()).collect()
+}
+
+/// A one-value channel whose receiving end is a future (wgpu's map callback → `async`).
+type Slot<T> = Arc<Mutex<(Option<Result<(), T>>, Option<Waker>)>>;
+
+struct Sender<T>(Slot<T>);
+struct Receiver<T>(Slot<T>);
+
+fn oneshot<T>() -> (Sender<T>, Receiver<T>) {
+    let slot: Slot<T> = Arc::new(Mutex::new((None, None)));
+    (Sender(slot.clone()), Receiver(slot))
+}
+
+impl<T> Sender<T> {
+    fn send(self, value: Result<(), T>) {
+        let waker = match self.0.lock() {
+            Ok(mut s) => {
+                s.0 = Some(value);
+                s.1.take()
+            }
+            Err(_) => None,
+        };
+        waker.into_iter().for_each(Waker::wake);
+    }
+}
+
+impl<T: From<String>> Future for Receiver<T> {
+    type Output = Result<(), T>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Ok(mut s) = self.0.lock() else {
+            return Poll::Ready(Err(T::from("the read-back callback panicked".to_string())));
+        };
+        match s.0.take() {
+            Some(v) => Poll::Ready(v),
+            None => {
+                s.1 = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// Runs a future to completion on this thread (natively; the browser has its own executor).
+#[cfg(not(target_arch = "wasm32"))]
+pub fn block_on<F: Future>(f: F) -> F::Output {
+    pollster::block_on(f)
+}
+
+// Natively (Vulkan); in the browser the wasm tests drive the same kernels through the page.
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests;
