@@ -33,6 +33,15 @@ enum Command {
     /// qwenGPU: the 4-lane SIMT machine.
     #[command(subcommand)]
     Qwengpu(QwengpuCommand),
+    /// WebGPU kernels through wgpu (Vulkan here; Mesa lavapipe without a GPU).
+    #[command(subcommand)]
+    Gpu(GpuCommand),
+}
+
+#[derive(Subcommand)]
+enum GpuCommand {
+    /// BitNet GEMV/GEMM per format on this machine's adapter: weights/s, checked against the CPU.
+    Bench(native_host::gpu::BenchArgs),
 }
 
 #[derive(Subcommand)]
@@ -116,6 +125,7 @@ async fn main() -> Result<()> {
         Command::Qwengpu(QwengpuCommand::Compile(args)) => native_host::qwengpu::compile(args),
         Command::Qwengpu(QwengpuCommand::Bench(args)) => native_host::qwengpu::bench::run(args),
         Command::Qwengpu(QwengpuCommand::Nvcc(args)) => native_host::qwengpu::nvcc::run(args),
+        Command::Gpu(GpuCommand::Bench(args)) => native_host::gpu::bench(args),
         Command::Probe => {
             let caps = probe::capabilities();
             native_host::say!("{}", serde_json::to_string_pretty(&caps)?);

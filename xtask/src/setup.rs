@@ -10,7 +10,8 @@ use std::time::Instant;
 pub const TRUNK_VERSION: &str = "0.21.14";
 /// clang-19 compiles the eBPF programs (native-host's build.rs) and CUDA → PTX; libbpf-sys builds
 /// its vendored libbpf against libelf and zlib.
-const SERVE_PACKAGES: &[&str] = &["clang-19", "libelf-dev", "zlib1g-dev", "pkg-config"];
+/// mesa-vulkan-drivers is Mesa lavapipe: a Vulkan adapter for the GPU kernels on a machine without a GPU.
+const SERVE_PACKAGES: &[&str] = &["clang-19", "libelf-dev", "zlib1g-dev", "pkg-config", "mesa-vulkan-drivers"];
 /// Headless browser tests; NEON kernels cross-compiled and run under qemu.
 const TEST_PACKAGES: &[&str] = &["chromium", "chromium-driver", "qemu-user", "gcc-aarch64-linux-gnu"];
 /// The NEON tests' Rust target.

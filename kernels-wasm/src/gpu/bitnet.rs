@@ -6,7 +6,7 @@
 //! computes the int32 accumulators, and the CPU applies the shared epilogue. So a GPU result
 //! is the CPU's bit for bit, on any adapter.
 
-use super::{Gpu, GpuError};
+use super::{Dispatched, Gpu, GpuError};
 use crate::bitnet::i2s::I2sMatrix;
 use crate::bitnet::lut::{PairTables, Tl2Tables};
 use crate::bitnet::quant::{quantize_activations, QuantActs, Rounding};
@@ -108,7 +108,8 @@ impl GpuMatrix {
 
     /// `Y = X·Wᵀ` for `n` activation rows `xs` (`n × K`) into `out` (`n × M`): bit-identical
     /// to `bitnet::threads::i2s_gemm` / `lut_gemm` on any CPU backend.
-    pub async fn gemm(&self, gpu: &Gpu, xs: &[f32], out: &mut [f32]) -> Result<(), GpuError> {
+    /// Returns the dispatches' time on the GPU where the adapter has timestamp queries.
+    pub async fn gemm(&self, gpu: &Gpu, xs: &[f32], out: &mut [f32]) -> Result<Option<f64>, GpuError> {
         let n = out.len() / self.rows.max(1);
         check("outputs (a whole number of rows)", n * self.rows, out.len())?;
         check("activations (n rows of K)", n * self.cols, xs.len())?;
@@ -118,17 +119,17 @@ impl GpuMatrix {
             .map(|x| quantize_activations(x, Rounding::HalfEven))
             .collect::<Result<Vec<_>, _>>()?;
         let prepared = self.prepare(&acts)?;
-        let acc = self.run(gpu, &prepared).await?;
+        let (acc, gpu_ns) = self.run(gpu, &prepared).await?;
         for ((o, a), &s) in out.chunks_exact_mut(self.rows).zip(acc.chunks_exact(self.rows)).zip(&prepared.scales) {
             dequantize_into(o, a, s, self.scale);
         }
-        Ok(())
+        Ok(gpu_ns)
     }
 
     /// The exact int32 accumulators `Σ w·q` (`n × M`) of activation rows already quantised:
     /// the part the GPU does.
     pub async fn gemm_acc(&self, gpu: &Gpu, acts: &[QuantActs]) -> Result<Vec<i32>, GpuError> {
-        self.run(gpu, &self.prepare(acts)?).await
+        Ok(self.run(gpu, &self.prepare(acts)?).await?.0)
     }
 
     /// Per activation row: I2_S's int8 row, or the TL formats' tables (`lut_ctor`).
@@ -153,7 +154,7 @@ impl GpuMatrix {
 
     /// Dispatches in chunks of activation rows small enough for the adapter's buffer and
     /// dispatch limits.
-    async fn run(&self, gpu: &Gpu, p: &Prepared) -> Result<Vec<i32>, GpuError> {
+    async fn run(&self, gpu: &Gpu, p: &Prepared) -> Result<(Vec<i32>, Option<f64>), GpuError> {
         let n = p.scales.len();
         let limit = gpu.limits.max_storage_buffer_binding_size.min(gpu.limits.max_buffer_size);
         let per_row = (p.per_row.next_multiple_of(4) as u64).max((self.rows * 4) as u64);
@@ -162,16 +163,18 @@ impl GpuMatrix {
             let what = alloc::format!("one activation row of {} for a {}x{} matrix", self.format, self.rows, self.cols);
             return Err(GpuError::TooLarge { what, need: per_row, limit });
         }
-        let mut acc = Vec::with_capacity(n * self.rows);
+        let (mut acc, mut gpu_ns) = (Vec::with_capacity(n * self.rows), Some(0.0));
         for first in (0..n).step_by(chunk) {
             let rows = chunk.min(n - first);
             let acts = gpu.storage("activations", &p.bytes[first * p.per_row..(first + rows) * p.per_row])?;
-            acc.extend(self.dispatch(gpu, &acts, rows).await?);
+            let d = self.dispatch(gpu, &acts, rows).await?;
+            acc.extend(d.bytes.chunks_exact(4).map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]])));
+            gpu_ns = gpu_ns.zip(d.gpu_ns).map(|(a, b)| a + b);
         }
-        Ok(acc)
+        Ok((acc, gpu_ns))
     }
 
-    async fn dispatch(&self, gpu: &Gpu, acts: &wgpu::Buffer, n: usize) -> Result<Vec<i32>, GpuError> {
+    async fn dispatch(&self, gpu: &Gpu, acts: &wgpu::Buffer, n: usize) -> Result<Dispatched, GpuError> {
         let (m, k, n32) = (self.rows as u32, self.cols as u32, n as u32);
         let (pipeline, params, groups) = match self.kind {
             Kind::I2s { lane_words } => (&gpu.pipelines.i2s, [m, k, lane_words, n32].to_vec(), [m, n32, 1]),
@@ -185,8 +188,7 @@ impl GpuMatrix {
         let out_bytes = (n * self.rows * 4) as u64;
         let out = gpu.output(out_bytes)?;
         let params = gpu.uniform(&params);
-        let bytes = gpu.dispatch(pipeline, &[&params, &self.weights, acts, &out], groups, out_bytes).await?;
-        Ok(bytes.chunks_exact(4).map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
+        gpu.dispatch(pipeline, &[&params, &self.weights, acts, &out], groups, out_bytes).await
     }
 }
 

@@ -68,7 +68,15 @@ pub struct Gpu {
     pub queue: wgpu::Queue,
     pub adapter: AdapterSummary,
     pub limits: wgpu::Limits,
+    /// Whether dispatches are timed on the GPU (`Features::TIMESTAMP_QUERY`).
+    pub timestamps: bool,
     pipelines: bitnet::Pipelines,
+}
+
+/// A dispatch's output bytes and, with timestamp queries, its time on the GPU.
+pub struct Dispatched {
+    pub bytes: Vec<u8>,
+    pub gpu_ns: Option<f64>,
 }
 
 impl Gpu {
@@ -98,16 +106,22 @@ impl Gpu {
                 .join(" "),
         };
         let limits = adapter.limits();
+        // Timestamp queries time each dispatch on the GPU itself, where the adapter offers them.
+        let timestamps = adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("substrates"),
                 required_limits: limits.clone(),
+                required_features: match timestamps {
+                    true => wgpu::Features::TIMESTAMP_QUERY,
+                    false => wgpu::Features::empty(),
+                },
                 ..Default::default()
             })
             .await
             .map_err(|e| GpuError::Device { adapter: summary.name.clone(), why: e.to_string() })?;
         let pipelines = bitnet::Pipelines::new(&device);
-        Ok(Gpu { device, queue, adapter: summary, limits, pipelines })
+        Ok(Gpu { device, queue, adapter: summary, limits, pipelines, timestamps })
     }
 
     /// A storage buffer holding `data` (padded to whole u32 words, as WGSL reads them).
@@ -147,7 +161,7 @@ impl Gpu {
         bindings: &[&wgpu::Buffer],
         workgroups: [u32; 3],
         out_bytes: u64,
-    ) -> Result<Vec<u8>, GpuError> {
+    ) -> Result<Dispatched, GpuError> {
         let max = self.limits.max_compute_workgroups_per_dimension;
         if let Some(&n) = workgroups.iter().find(|&&n| n > max) {
             let what = alloc::format!("a dispatch of {n} workgroups in one dimension");
@@ -164,21 +178,47 @@ impl Gpu {
             layout: &pipeline.get_bind_group_layout(0),
             entries: &entries,
         });
+        let queries = self.timestamps.then(|| {
+            let set = self.device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("dispatch time"),
+                ty: wgpu::QueryType::Timestamp,
+                count: 2,
+            });
+            let resolve = self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("timestamps"),
+                size: 16,
+                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            });
+            (set, resolve)
+        });
         let mut encoder = self.device.create_command_encoder(&Default::default());
         {
-            let mut pass = encoder.begin_compute_pass(&Default::default());
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: None,
+                timestamp_writes: queries.as_ref().map(|(set, _)| wgpu::ComputePassTimestampWrites {
+                    query_set: set,
+                    beginning_of_pass_write_index: Some(0),
+                    end_of_pass_write_index: Some(1),
+                }),
+            });
             pass.set_pipeline(pipeline);
             pass.set_bind_group(0, &group, &[]);
             pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
         }
+        // The output, then the two timestamps, in one mappable buffer.
         let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("read-back"),
-            size: out_bytes,
+            size: out_bytes.next_multiple_of(8) + 16,
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
         let out = bindings.last().ok_or_else(|| GpuError::Gpu("a dispatch without an output buffer".into()))?;
         encoder.copy_buffer_to_buffer(out, 0, &staging, 0, out_bytes);
+        if let Some((set, resolve)) = &queries {
+            encoder.resolve_query_set(set, 0..2, resolve, 0);
+            encoder.copy_buffer_to_buffer(resolve, 0, &staging, out_bytes.next_multiple_of(8), 16);
+        }
         self.queue.submit([encoder.finish()]);
         if let Some(e) = errors.pop().await {
             return Err(GpuError::Gpu(e.to_string()));
@@ -191,7 +231,12 @@ impl Gpu {
         rx.await.map_err(GpuError::Readback)?;
         let data = staging.slice(..).get_mapped_range().map_err(|e| GpuError::Readback(e.to_string()))?.to_vec();
         staging.unmap();
-        Ok(data)
+        let at = out_bytes.next_multiple_of(8) as usize;
+        let stamp = |i: usize| u64::from_le_bytes(data[at + 8 * i..at + 8 * i + 8].try_into().unwrap_or_default());
+        let gpu_ns = queries
+            .is_some()
+            .then(|| stamp(1).saturating_sub(stamp(0)) as f64 * self.queue.get_timestamp_period() as f64);
+        Ok(Dispatched { bytes: data[..out_bytes as usize].to_vec(), gpu_ns })
     }
 
     /// An empty output buffer of `bytes`.

@@ -143,7 +143,7 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-fn median(iters: usize, mut f: impl FnMut()) -> Duration {
+pub(crate) fn median(iters: usize, mut f: impl FnMut()) -> Duration {
     for _ in 0..3 {
         f();
     }
@@ -158,7 +158,7 @@ fn median(iters: usize, mut f: impl FnMut()) -> Duration {
     times[times.len() / 2]
 }
 
-fn parse_shape(s: &str) -> Result<(usize, usize)> {
+pub(crate) fn parse_shape(s: &str) -> Result<(usize, usize)> {
     let (m, k) = s.split_once(['x', 'X']).ok_or_else(|| anyhow::anyhow!("shape {s:?}: expected MxK, e.g. 768x3072"))?;
     let parse = |v: &str| v.trim().parse::<usize>().map_err(|e| anyhow::anyhow!("shape {s:?}: {e}"));
     let (m, k) = (parse(m)?, parse(k)?);
