@@ -44,8 +44,8 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     );
     println!();
     println!(
-        "{:<11} {:<6} {:>5} {:>11} {:>11} {:>13} {:>13}  {}",
-        "shape", "format", "n", "wall µs", "GPU µs", "Gweights/s", "GPU Gw/s", "vs CPU"
+        "{:<11} {:<6} {:>5} {:>11} {:>11} {:>13} {:>13}  vs CPU",
+        "shape", "format", "n", "wall µs", "GPU µs", "Gweights/s", "GPU Gw/s"
     );
     let pool = Pool::new(1)?;
     for (m, k) in shapes {
