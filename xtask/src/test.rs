@@ -34,11 +34,21 @@ pub fn run(_: Args) -> Result<()> {
     );
     results.push(("native (cargo test --workspace)", t.elapsed(), native));
 
-    step("wasm tests in headless Chromium: cargo test --target wasm32-unknown-unknown -p kernels-wasm -p web");
+    step("wasm tests in headless Chromium (WebGPU on): cargo test --target wasm32-unknown-unknown -p kernels-wasm -p web --features kernels-wasm/gpu");
     let t = Instant::now();
     let runner = tools.wasm_bindgen_test_runner.to_string_lossy().into_owned();
     let wasm = cargo(
-        &["test", "--target", "wasm32-unknown-unknown", "-p", "kernels-wasm", "-p", "web"],
+        &[
+            "test",
+            "--target",
+            "wasm32-unknown-unknown",
+            "-p",
+            "kernels-wasm",
+            "-p",
+            "web",
+            "--features",
+            "kernels-wasm/gpu",
+        ],
         &[("CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER", runner.as_str()), ("CHROMEDRIVER", "/usr/bin/chromedriver")],
     );
     results.push(("wasm (wasm-bindgen-test, Chromium)", t.elapsed(), wasm));

@@ -84,7 +84,14 @@ impl Gpu {
     /// adapter's own limits (large matrices need more than WebGPU's defaults), and the
     /// pipelines.
     pub async fn new() -> Result<Gpu, GpuError> {
-        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
+        Self::with_backends(wgpu::Backends::all()).await
+    }
+
+    /// [`Gpu::new`] among the given backends only.
+    pub async fn with_backends(backends: wgpu::Backends) -> Result<Gpu, GpuError> {
+        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+        desc.backends = backends;
+        let instance = wgpu::Instance::new(desc);
         let adapter = instance
             .request_adapter(&wgpu::RequestAdapterOptions {
                 power_preference: wgpu::PowerPreference::HighPerformance,
@@ -94,7 +101,11 @@ impl Gpu {
             .map_err(|e| GpuError::NoAdapter(e.to_string()))?;
         let info = adapter.get_info();
         let summary = AdapterSummary {
-            name: info.name.clone(),
+            // Browsers may withhold the description.
+            name: match info.name.is_empty() {
+                true => "unnamed adapter (the browser withholds its description)".to_string(),
+                false => info.name.clone(),
+            },
             backend: info.backend.to_str().to_string(),
             software: info.device_type == wgpu::DeviceType::Cpu
                 || ["llvmpipe", "lavapipe", "swiftshader"].iter().any(|s| info.name.to_lowercase().contains(s)),
@@ -301,6 +312,9 @@ pub fn block_on<F: Future>(f: F) -> F::Output {
     pollster::block_on(f)
 }
 
-// Natively (Vulkan); in the browser the wasm tests drive the same kernels through the page.
+#[cfg(test)]
+mod checks;
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests;
+#[cfg(all(test, target_arch = "wasm32"))]
+mod web_tests;

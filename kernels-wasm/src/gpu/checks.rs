@@ -1,0 +1,145 @@
+//! The GPU kernels against the CPU, as async checks that the native tests (Vulkan, `tests`)
+//! and the wasm tests in Chromium (WebGPU, `web_tests`) both run: accumulators against the plain
+//! dot product, f32 outputs against the CPU kernels bit for bit, on the CPU kernels' test shapes
+//! and bitnet.cpp's presets.
+
+use super::bitnet::GpuMatrix;
+use super::{Gpu, GpuError};
+use crate::bitnet::backend::Backend;
+use crate::bitnet::i2s::{I2sLayout, I2sMatrix};
+use crate::bitnet::lut_matrix::LutMatrix;
+use crate::bitnet::quant::{quantize_activations, QuantActs, Rounding, TernaryMatrix};
+use crate::bitnet::testutil::{edge_cases, plain_dot, Rng};
+use crate::bitnet::tiling::{presets, Tile};
+use crate::bitnet::tl1::Tl1Matrix;
+use crate::bitnet::tl2::Tl2Matrix;
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// What to do without an adapter: fail, naming what to install, unless SUBSTRATES_SKIP_GPU
+/// was set (at run time natively, at build time for wasm, where a page has no environment).
+pub fn no_adapter(e: GpuError, skip: bool) {
+    if skip {
+        #[cfg(not(target_arch = "wasm32"))]
+        std::eprintln!("SKIPPED (SUBSTRATES_SKIP_GPU is set): {e}");
+        return;
+    }
+    panic!(
+        "{e}. The GPU tests need an adapter: natively Vulkan (`apt-get install mesa-vulkan-drivers`, Mesa \
+         lavapipe), in Chromium WebGPU (`--enable-unsafe-webgpu`); or set SUBSTRATES_SKIP_GPU=1 to skip them"
+    )
+}
+
+/// Uploads `t` in `format` with `tile` (the LUT formats) or I2_S's x86 layout.
+fn upload(gpu: &Gpu, format: &str, t: &TernaryMatrix, tile: Option<Tile>) -> GpuMatrix {
+    match format {
+        "I2_S" => GpuMatrix::i2s(gpu, &I2sMatrix::pack(t, I2sLayout::X86).unwrap()).unwrap(),
+        "I2_S arm" => GpuMatrix::i2s(gpu, &I2sMatrix::pack(t, I2sLayout::Arm).unwrap()).unwrap(),
+        "TL1" => GpuMatrix::tl1(gpu, &Tl1Matrix::pack_with(t, tile.unwrap()).unwrap()).unwrap(),
+        _ => GpuMatrix::tl2(gpu, &Tl2Matrix::pack_with(t, tile.unwrap()).unwrap()).unwrap(),
+    }
+}
+
+fn quantized(q: Vec<i8>) -> QuantActs {
+    QuantActs { q, scale: 1.0 }
+}
+
+/// The CPU kernels' own test shapes (every bm, both TL2 BKs, with and without a tail).
+fn shapes() -> Vec<(&'static str, usize, usize, Option<Tile>)> {
+    let t = |bm_tile, bk, bm| Some(Tile { bm_tile, bk, bm });
+    vec![
+        ("I2_S", 32, 128, None),
+        ("I2_S", 96, 512, None),
+        ("I2_S arm", 64, 192, None),
+        ("TL1", 32, 64, t(32, 64, 32)),
+        ("TL1", 64, 128, t(64, 32, 32)),
+        ("TL1", 64, 64, t(64, 64, 64)),
+        ("TL1", 128, 256, t(128, 256, 64)),
+        ("TL1", 96, 192, t(96, 64, 32)),
+        ("TL2", 32, 96, t(32, 96, 32)),
+        ("TL2", 64, 128, t(64, 96, 32)),
+        ("TL2", 64, 224, t(32, 192, 32)),
+        ("TL2", 96, 384, t(96, 192, 32)),
+        ("TL2", 128, 352, t(64, 96, 32)),
+        ("TL2", 160, 768, t(160, 96, 32)),
+    ]
+}
+
+/// Every accumulator equals `Σ w·q`, on the edge cases (all ±1 weights against ±127 and −128,
+/// alternating signs) and random data, several activation rows per dispatch.
+pub async fn accumulators_equal_the_plain_dot_product(gpu: &Gpu) {
+    let mut rng = Rng::new(5);
+    for (format, m, k, tile) in shapes() {
+        let mut cases = edge_cases(m, k);
+        cases.push((rng.ternary(m, k), rng.acts(k)));
+        for (t, q) in cases {
+            // TL1 takes −127..=127 (as per_tensor_quant makes them): −128 is I2_S's and TL2's.
+            let clamp = |q: Vec<i8>| match format {
+                "TL1" => q.iter().map(|&v| v.max(-127)).collect(),
+                _ => q,
+            };
+            let (q, other) = (clamp(q), clamp(rng.acts(k)));
+            let gm = upload(gpu, format, &t, tile);
+            let got = gm.gemm_acc(gpu, &[quantized(q.clone()), quantized(other.clone())]).await.unwrap();
+            let want = [plain_dot(&t, &q), plain_dot(&t, &other)].concat();
+            assert_eq!(got, want, "{format} {m}x{k} {tile:?}");
+        }
+    }
+}
+
+/// `Y = X·Wᵀ` in f32 on the GPU is bit-identical to the CPU driver, on bitnet.cpp's preset
+/// shapes (the 700M model's, one per format and kind) and a batch of activation rows.
+pub async fn f32_outputs_are_the_cpus_bit_for_bit(gpu: &Gpu) {
+    let mut rng = Rng::new(8);
+    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+    let mut cases: Vec<(&str, usize, usize, Option<Tile>)> =
+        presets().filter(|p| p.1 * p.2 <= 1536 * 4096).map(|(f, m, k, tile)| (f.name(), m, k, Some(tile))).collect();
+    cases.extend([("I2_S", 1536, 4096, None), ("I2_S", 4096, 1536, None)]);
+    assert!(cases.iter().any(|c| c.0 == "TL1") && cases.iter().any(|c| c.0 == "TL2"));
+    for (format, m, k, tile) in cases {
+        let t = TernaryMatrix::quantize(m, k, &rng.f32s(m * k, 1.0)).unwrap();
+        let n = 3;
+        let xs = rng.f32s(n * k, 4.0);
+        let (mut cpu, mut got) = (vec![0.0f32; n * m], vec![0.0f32; n * m]);
+        // The CPU's GEMV row by row (scalar kernels, round half to even as the GEMM drivers).
+        for (x, y) in xs.chunks_exact(k).zip(cpu.chunks_exact_mut(m)) {
+            match format {
+                "I2_S" => {
+                    let acts = quantize_activations(x, Rounding::HalfEven).unwrap();
+                    I2sMatrix::pack(&t, I2sLayout::X86).unwrap().gemv(&acts, Backend::Scalar, y)
+                }
+                "TL1" => {
+                    let p = Tl1Matrix::pack_with(&t, tile.unwrap()).unwrap();
+                    p.gemv(&p.tables(x).unwrap(), Backend::Scalar, y)
+                }
+                _ => {
+                    let p = Tl2Matrix::pack_with(&t, tile.unwrap()).unwrap();
+                    p.gemv(&p.tables(x).unwrap(), Backend::Scalar, y)
+                }
+            }
+            .unwrap();
+        }
+        upload(gpu, format, &t, tile).gemm(gpu, &xs, &mut got).await.unwrap();
+        assert_eq!(bits(&got), bits(&cpu), "{format} {m}x{k}");
+    }
+}
+
+/// Wrong shapes and bad activations are named, never dispatched.
+pub async fn bad_requests_are_named(gpu: &Gpu) {
+    let t = Rng::new(1).ternary(32, 128);
+    let gm = upload(gpu, "I2_S", &t, None);
+    let mut out = vec![0.0; 32];
+    let err = gm.gemm(gpu, &[0.5; 100], &mut out).await.unwrap_err();
+    assert!(err.to_string().contains("activations (n rows of K): expected 128 values, got 100"), "{err}");
+    let err = gm.gemm(gpu, &[0.5; 128], &mut [0.0; 31]).await.unwrap_err();
+    assert!(err.to_string().contains("outputs"), "{err}");
+    let mut xs = vec![0.5; 128];
+    xs[7] = f32::NAN;
+    let err = gm.gemm(gpu, &xs, &mut out).await.unwrap_err();
+    assert!(err.to_string().contains("non-finite value at index 7"), "{err}");
+    let err = gm.gemm_acc(gpu, &[quantized(vec![0; 64])]).await.unwrap_err();
+    assert!(err.to_string().contains("expected 128 values, got 64"), "{err}");
+    let tl1 = upload(gpu, "TL1", &t, Some(Tile { bm_tile: 32, bk: 64, bm: 32 }));
+    let err = tl1.gemm_acc(gpu, &[quantized(vec![-128; 128])]).await.unwrap_err();
+    assert!(err.to_string().contains("activation -128"), "{err}");
+}

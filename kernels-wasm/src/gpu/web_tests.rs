@@ -1,0 +1,45 @@
+//! The GPU checks (`checks`) in headless Chromium through WebGPU (SwiftShader under
+//! `cargo xtask test`; `webdriver.json` at the workspace root enables it).
+
+use super::{checks, Gpu};
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+async fn gpu() -> Option<Gpu> {
+    match Gpu::new().await {
+        Ok(gpu) => Some(gpu),
+        Err(e) => {
+            checks::no_adapter(e, option_env!("SUBSTRATES_SKIP_GPU").is_some());
+            None
+        }
+    }
+}
+
+#[test]
+async fn accumulators_equal_the_plain_dot_product() {
+    if let Some(g) = gpu().await {
+        checks::accumulators_equal_the_plain_dot_product(&g).await
+    }
+}
+
+#[test]
+async fn f32_outputs_are_the_cpus_bit_for_bit() {
+    if let Some(g) = gpu().await {
+        checks::f32_outputs_are_the_cpus_bit_for_bit(&g).await
+    }
+}
+
+#[test]
+async fn bad_requests_are_named() {
+    if let Some(g) = gpu().await {
+        checks::bad_requests_are_named(&g).await
+    }
+}
+
+/// What the tab shows: the adapter is named, and SwiftShader is known for a CPU emulation.
+#[test]
+async fn the_adapter_is_named() {
+    if let Some(g) = gpu().await {
+        assert!(!g.adapter.name.is_empty() || !g.adapter.driver.is_empty(), "{:?}", g.adapter);
+        assert_eq!(g.adapter.backend, "webgpu");
+    }
+}
