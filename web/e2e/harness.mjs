@@ -51,12 +51,16 @@ export function probe() {
   });
 }
 
-export function launch() {
-  return chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-gpu'],
-  });
+/**
+ * Headless Chromium. WebGPU is on (SwiftShader's Vulkan on a machine without a GPU) unless
+ * `webgpu: false`, which gives a browser without an adapter: the tabs must say so and use wasm.
+ */
+export function launch({ webgpu = true } = {}) {
+  const common = ['--no-sandbox', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'];
+  const gpu = webgpu
+    ? ['--enable-unsafe-webgpu', '--enable-features=Vulkan', '--use-webgpu-adapter=swiftshader']
+    : ['--disable-gpu', '--disable-features=WebGPU'];
+  return chromium.launch({ executablePath: '/usr/bin/chromium', headless: true, args: [...common, ...gpu] });
 }
 
 /** Opens the playground and fails on any uncaught page error (a Rust panic shows up as one). */

@@ -168,20 +168,25 @@ test('BitNet tab: step through TL2 qgemm_lut, outputs within the bound, wasm ben
   await page.selectOption('[data-testid=bitnet-format]', 'I2_S');
   assert.match(await page.textContent('[data-testid=bitnet-error]'), /multiple of 128/);
 
-  // The benchmark runs scalar and simd128 in this page, on a seed shape, with identical outputs.
+  // The benchmark runs scalar, simd128 and WebGPU in this page, on a seed shape, with identical
+  // outputs, and names the adapter.
   await page.selectOption('[data-testid=bitnet-format]', 'TL1');
   await page.selectOption('[data-testid=bitnet-shape]', '4'); // 768×3072
   await page.waitForSelector('[data-testid=bitnet-no-trace]');
+  await page.waitForSelector('[data-testid=gpu-status][data-state=ready]', { timeout: 30_000 });
+  const adapter = await page.textContent('[data-testid=gpu-status]');
   await page.click('[data-testid=bench-run]');
-  await page.waitForSelector('[data-testid=bench-results]', { timeout: 60_000 });
+  await page.waitForSelector('[data-testid=bench-results] tr[data-backend=webgpu]', { timeout: 120_000 });
   const bench = await page.$$eval('[data-testid=bench-results] tbody tr', (rows) => rows.map((r) => ({
     backend: r.dataset.backend, ratio: Number(r.dataset.ratio),
     gws: Number(r.querySelector('[data-testid=bench-gws]').textContent),
     identical: r.querySelector('[data-testid=bench-identical]').textContent,
   })));
-  assert.deepEqual(bench.map((b) => b.backend), ['scalar', 'simd128']);
+  assert.deepEqual(bench.map((b) => b.backend), ['scalar', 'simd128', 'webgpu']);
   for (const b of bench) assert.ok(b.gws > 0 && b.identical === 'yes', JSON.stringify(b));
-  console.log(`# wasm TL1 768x3072: scalar ${bench[0].gws} Gw/s, simd128 ${bench[1].gws} Gw/s (x${bench[1].ratio})`);
+  console.log(`# wasm TL1 768x3072: scalar ${bench[0].gws} Gw/s, simd128 ${bench[1].gws} Gw/s (x${bench[1].ratio}), webgpu ${bench[2].gws} Gw/s`);
+  console.log(`# ${adapter}`);
+  await page.screenshot({ path: `${SHOTS}/bitnet-bench-webgpu.png`, fullPage: true });
   page.assertNoErrors();
   await page.close();
 });
@@ -520,4 +525,21 @@ test('the page works without the bridge and reconnects when it returns', async (
   await bridgeState(page, 'connected', 30_000);
   page.assertNoErrors();
   await page.close();
+});
+
+test('Without WebGPU the tabs say so and benchmark on wasm only', async () => {
+  const plain = await launch({ webgpu: false });
+  try {
+    const page = await open(plain, '', '#bitnet');
+    await page.waitForSelector('[data-testid=gpu-status][data-state=unavailable]', { timeout: 30_000 });
+    assert.match(await page.textContent('[data-testid=gpu-status]'), /not available in this browser .*wasm only/);
+    await page.click('[data-testid=bench-run]');
+    await page.waitForSelector('[data-testid=bench-results]', { timeout: 60_000 });
+    const backends = await page.$$eval('[data-testid=bench-results] tbody tr', (rows) => rows.map((r) => r.dataset.backend));
+    assert.deepEqual(backends, ['scalar', 'simd128']);
+    page.assertNoErrors();
+    await page.close();
+  } finally {
+    await plain.close();
+  }
 });

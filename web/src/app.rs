@@ -48,6 +48,7 @@ impl Tab {
 pub fn App() -> impl IntoView {
     let bridge = Bridge::start();
     provide_context(bridge);
+    crate::gpu::PageGpu::provide();
     let initial = window().location().hash().map(|h| Tab::from_hash(&h)).unwrap_or(Tab::BitNet);
     let tab = RwSignal::new(initial);
     Effect::new(move |_| {

@@ -15,6 +15,8 @@ mod bridge;
 #[cfg(target_arch = "wasm32")]
 mod components;
 #[cfg(target_arch = "wasm32")]
+mod gpu;
+#[cfg(target_arch = "wasm32")]
 mod tabs;
 
 #[cfg(target_arch = "wasm32")]

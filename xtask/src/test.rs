@@ -16,85 +16,111 @@ use std::time::{Duration, Instant};
 const E2E_BRIDGE_PORT: u16 = 18787;
 const E2E_WEB_PORT: u16 = 18080;
 
-#[derive(clap::Args)]
-pub struct Args {}
+/// The suites, in the order they run.
+const SUITES: [&str; 6] = ["native", "wasm", "neon", "esp32", "avx512", "e2e"];
 
-pub fn run(_: Args) -> Result<()> {
+#[derive(clap::Args)]
+pub struct Args {
+    /// Run only these suites, comma-separated: native, wasm, neon, esp32, avx512, e2e [default: all].
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    if let Some(bad) = args.only.iter().find(|s| !SUITES.contains(&s.as_str())) {
+        bail!("--only {bad}: the suites are {}", SUITES.join(", "));
+    }
+    let want = |suite: &str| args.only.is_empty() || args.only.iter().any(|s| s == suite);
     let tools = setup::prerequisites(For::Test)?;
     procs::catch_signals();
     let mut results: Vec<(&str, Duration, Result<()>)> = Vec::new();
 
-    step("native tests: cargo test --workspace");
-    let t = Instant::now();
-    let tokenizer = tools.qwen3_tokenizer.as_ref().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
-    let smollm2 = tools.smollm2.to_string_lossy().into_owned();
-    let native = cargo(
-        &["test", "--workspace"],
-        &[("SUBSTRATES_QWEN3_TOKENIZER", tokenizer.as_str()), ("SUBSTRATES_SMOLLM2_GGUF", smollm2.as_str())],
-    );
-    results.push(("native (cargo test --workspace)", t.elapsed(), native));
+    if want("native") {
+        step("native tests: cargo test --workspace");
+        let t = Instant::now();
+        let tokenizer = tools.qwen3_tokenizer.as_ref().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+        let smollm2 = tools.smollm2.to_string_lossy().into_owned();
+        let native = cargo(
+            &["test", "--workspace"],
+            &[("SUBSTRATES_QWEN3_TOKENIZER", tokenizer.as_str()), ("SUBSTRATES_SMOLLM2_GGUF", smollm2.as_str())],
+        );
+        results.push(("native (cargo test --workspace)", t.elapsed(), native));
+    }
 
-    step("wasm tests in headless Chromium (WebGPU on): cargo test --target wasm32-unknown-unknown -p kernels-wasm -p web --features kernels-wasm/gpu");
-    let t = Instant::now();
-    let runner = tools.wasm_bindgen_test_runner.to_string_lossy().into_owned();
-    let wasm = cargo(
-        &[
-            "test",
-            "--target",
-            "wasm32-unknown-unknown",
-            "-p",
-            "kernels-wasm",
-            "-p",
-            "web",
-            "--features",
-            "kernels-wasm/gpu",
-        ],
-        &[("CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER", runner.as_str()), ("CHROMEDRIVER", "/usr/bin/chromedriver")],
-    );
-    results.push(("wasm (wasm-bindgen-test, Chromium)", t.elapsed(), wasm));
+    if want("wasm") {
+        step("wasm tests in headless Chromium (WebGPU on): cargo test --target wasm32-unknown-unknown -p kernels-wasm -p web --features kernels-wasm/gpu");
+        let t = Instant::now();
+        let runner = tools.wasm_bindgen_test_runner.to_string_lossy().into_owned();
+        let wasm = cargo(
+            &[
+                "test",
+                "--target",
+                "wasm32-unknown-unknown",
+                "-p",
+                "kernels-wasm",
+                "-p",
+                "web",
+                "--features",
+                "kernels-wasm/gpu",
+            ],
+            &[
+                ("CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER", runner.as_str()),
+                ("CHROMEDRIVER", "/usr/bin/chromedriver"),
+            ],
+        );
+        results.push(("wasm (wasm-bindgen-test, Chromium)", t.elapsed(), wasm));
+    }
 
-    step("NEON kernels on aarch64 under qemu: cargo test --target aarch64-unknown-linux-gnu -p kernels-wasm --lib");
-    let t = Instant::now();
-    // The compiled qwenGPU suite has no architecture-specific code; under qemu it would only be slow.
-    let neon = cargo(
-        &["test", "--target", setup::AARCH64, "-p", "kernels-wasm", "--lib", "--", "--skip", "qwengpu::run::"],
-        &[],
-    );
-    results.push(("NEON (aarch64 under qemu-user)", t.elapsed(), neon));
+    if want("neon") {
+        step("NEON kernels on aarch64 under qemu: cargo test --target aarch64-unknown-linux-gnu -p kernels-wasm --lib");
+        let t = Instant::now();
+        // The compiled qwenGPU suite has no architecture-specific code; under qemu it would only be slow.
+        let neon = cargo(
+            &["test", "--target", setup::AARCH64, "-p", "kernels-wasm", "--lib", "--", "--skip", "qwengpu::run::"],
+            &[],
+        );
+        results.push(("NEON (aarch64 under qemu-user)", t.elapsed(), neon));
+    }
 
-    step("ESP32 node program for a microcontroller: cargo build --target riscv32imc-unknown-none-elf");
-    let t = Instant::now();
-    // The library without std, then the node program linked into a bare-metal image.
-    let mcu = cargo(&["build", "-p", "kernels-wasm", "--no-default-features", "--target", setup::RISCV32], &[])
-        .and_then(|()| {
-            cargo(
-                &[
-                    "build",
-                    "--release",
-                    "-p",
-                    "kernels-wasm",
-                    "--no-default-features",
-                    "--features",
-                    "node-image",
-                    "--example",
-                    "node_image",
-                    "--target",
-                    setup::RISCV32,
-                ],
-                &[],
-            )
-        });
-    results.push(("ESP32 node program (riscv32imc, no_std)", t.elapsed(), mcu));
+    if want("esp32") {
+        step("ESP32 node program for a microcontroller: cargo build --target riscv32imc-unknown-none-elf");
+        let t = Instant::now();
+        // The library without std, then the node program linked into a bare-metal image.
+        let mcu = cargo(&["build", "-p", "kernels-wasm", "--no-default-features", "--target", setup::RISCV32], &[])
+            .and_then(|()| {
+                cargo(
+                    &[
+                        "build",
+                        "--release",
+                        "-p",
+                        "kernels-wasm",
+                        "--no-default-features",
+                        "--features",
+                        "node-image",
+                        "--example",
+                        "node_image",
+                        "--target",
+                        setup::RISCV32,
+                    ],
+                    &[],
+                )
+            });
+        results.push(("ESP32 node program (riscv32imc, no_std)", t.elapsed(), mcu));
+    }
 
-    step("AVX-512 kernels (I2_S VNNI, TL2 VBMI)");
-    let t = Instant::now();
-    let avx512 = avx512();
-    results.push(("AVX-512 kernels", t.elapsed(), avx512));
+    if want("avx512") {
+        step("AVX-512 kernels (I2_S VNNI, TL2 VBMI)");
+        let t = Instant::now();
+        let avx512 = avx512();
+        results.push(("AVX-512 kernels", t.elapsed(), avx512));
+    }
 
-    step("end-to-end tests: playground + bridge in headless Chromium");
-    let t = Instant::now();
-    let e2e = e2e(&tools);
-    results.push(("end to end (node --test, playwright-core)", t.elapsed(), e2e));
+    if want("e2e") {
+        step("end-to-end tests: playground + bridge in headless Chromium");
+        let t = Instant::now();
+        let e2e = e2e(&tools);
+        results.push(("end to end (node --test, playwright-core)", t.elapsed(), e2e));
+    }
 
     step("summary");
     let mut failed = 0;
