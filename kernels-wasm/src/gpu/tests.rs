@@ -65,3 +65,65 @@ fn no_adapter_is_named() {
     assert!(matches!(err, GpuError::NoAdapter(_)), "{err}");
     assert!(err.to_string().starts_with("no GPU adapter: "), "{err}");
 }
+
+/// The correctly rounded square root and division of `exact.wgsl` (the compiled qwenGPU
+/// layers' norms) equal the CPU's IEEE `sqrt` and `/` bit for bit, on a million random
+/// positive normals across the whole exponent range and on the values the layers use; results
+/// outside the normal range are flagged, never guessed.
+#[test]
+fn exact_sqrt_and_division_are_ieee() {
+    let Some(gpu) = gpu() else { return };
+    let source = concat!(include_str!("exact.wgsl"), include_str!("exact_test.wgsl"));
+    let module = gpu.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some("exact_test"),
+        source: wgpu::ShaderSource::Wgsl(source.into()),
+    });
+    let pipeline = gpu.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some("exact_test"),
+        layout: None,
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    let mut rng = Rng::new(77);
+    let normal = |r: u64| f32::from_bits(((r % 254 + 1) as u32) << 23 | (r >> 32) as u32 & 0x7f_ffff);
+    let mut pairs: Vec<(f32, f32)> = (0..1 << 20).map(|_| (normal(rng.next_u64()), normal(rng.next_u64()))).collect();
+    // What the heads compute: squares of 4096 and 256 summed, 1e-6 added, mean squares, and
+    // the reciprocals of their roots; plus neighbours of exact squares and of 1.
+    for c in 1..=64u32 {
+        for v in [4096.0f32, 256.0, 1.0] {
+            let ss = c as f32 * v * v;
+            pairs.extend([(ss + 1e-6, 1.0), (ss / 128.0 + 1e-6, 128.0), (1.0, (ss + 1e-6).sqrt())]);
+        }
+        let sq = (c * c) as f32;
+        pairs.extend([
+            (sq, c as f32),
+            (f32::from_bits(sq.to_bits() + 1), 3.0),
+            (f32::from_bits(sq.to_bits() - 1), 7.0),
+        ]);
+    }
+    let bytes: Vec<u8> = pairs.iter().flat_map(|(a, b)| [a.to_le_bytes(), b.to_le_bytes()].concat()).collect();
+    let input = gpu.storage("pairs", &bytes).unwrap();
+    let out_bytes = (pairs.len() * 16) as u64;
+    let out = gpu.output(out_bytes).unwrap();
+    let groups = (pairs.len() as u32).div_ceil(64);
+    let got = block_on(gpu.dispatch(&pipeline, &[&input, &out], [groups, 1, 1], out_bytes)).unwrap().bytes;
+    let word = |i: usize| u32::from_le_bytes(got[4 * i..4 * i + 4].try_into().unwrap());
+    let is_normal = |x: f32| x.is_normal() && x > 0.0;
+    let mut flagged = 0;
+    for (i, &(a, b)) in pairs.iter().enumerate() {
+        let (s, sf, d, df) = (word(4 * i), word(4 * i + 1), word(4 * i + 2), word(4 * i + 3));
+        assert_eq!((f32::from_bits(s).to_bits(), sf), (a.sqrt().to_bits(), 0), "sqrt({a:e})");
+        let want = a / b;
+        match is_normal(want) {
+            true => assert_eq!((d, df), (want.to_bits(), 0), "{a:e} / {b:e}"),
+            false => {
+                assert_eq!(df, 1, "{a:e} / {b:e} = {want:e} must be flagged");
+                flagged += 1;
+            }
+        }
+    }
+    // The random pairs reach both ends of the range.
+    assert!(flagged > 1000, "{flagged}");
+}
