@@ -1,6 +1,7 @@
 //! `native-host gpu bench`: the WebGPU kernels (`kernels_wasm::gpu`) on this machine's adapter:
 //! GEMV and GEMM per BitNet format, weights per second, each result checked against the CPU
-//! bit for bit. Medians of repeated runs in one process.
+//! bit for bit (medians of repeated runs in one process); then qwenGPU suite kernels on the
+//! compiled layers, steps per second, each checked in lockstep first.
 
 use crate::bitnet::kernel_bench::{median, parse_shape, DEFAULT_SHAPES};
 use anyhow::{Context, Result};
@@ -12,7 +13,13 @@ use kernels_wasm::bitnet::threads;
 use kernels_wasm::bitnet::tl1::Tl1Matrix;
 use kernels_wasm::bitnet::tl2::Tl2Matrix;
 use kernels_wasm::gpu::bitnet::GpuMatrix;
+use kernels_wasm::gpu::qwengpu::{GpuExecutor, GpuLayers};
 use kernels_wasm::gpu::{block_on, Gpu};
+use kernels_wasm::qwengpu::compiled::Compiled;
+use kernels_wasm::qwengpu::isa::MachineSpec;
+use kernels_wasm::qwengpu::run::Runner;
+use kernels_wasm::qwengpu::suite::kernels;
+use std::rc::Rc;
 
 #[derive(clap::Args)]
 pub struct BenchArgs {
@@ -25,6 +32,9 @@ pub struct BenchArgs {
     /// Timed runs per case (the median is reported).
     #[arg(long, default_value_t = 10)]
     iters: usize,
+    /// qwenGPU suite kernels to run on the compiled layers on the GPU, comma-separated, or `none`.
+    #[arg(long, value_delimiter = ',', default_value = "vadd,warp_scan")]
+    qwengpu: Vec<String>,
 }
 
 pub fn bench(args: BenchArgs) -> Result<()> {
@@ -35,8 +45,15 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     if let Some(bad) = args.batch.iter().find(|&&n| n == 0 || n > 512) {
         anyhow::bail!("--batch {bad}: give 1 to 512 activation rows");
     }
-    let gpu =
-        block_on(Gpu::new()).context("no GPU to benchmark (Mesa lavapipe: apt-get install mesa-vulkan-drivers)")?;
+    // Named kernels are checked before any GPU work, so a typo costs nothing.
+    let suite: Vec<&str> = kernels().iter().map(|k| k.name).collect();
+    if let Some(bad) = args.qwengpu.iter().find(|n| n.as_str() != "none" && !suite.contains(&n.as_str())) {
+        anyhow::bail!("--qwengpu: no kernel {bad:?} in the suite (it has {})", suite.join(", "));
+    }
+    // Shared: the qwenGPU runner keeps its executor (and so the device) for its lifetime.
+    let gpu = Rc::new(
+        block_on(Gpu::new()).context("no GPU to benchmark (Mesa lavapipe: apt-get install mesa-vulkan-drivers)")?,
+    );
     println!("adapter: {}", gpu.adapter);
     println!(
         "timing: wall clock per call (activation quantisation / tables, upload, dispatch, read-back){}",
@@ -101,8 +118,53 @@ pub fn bench(args: BenchArgs) -> Result<()> {
             }
         }
     }
+    qwengpu(&gpu, &args.qwengpu)?;
     if gpu.adapter.software {
         println!("\n{} is a CPU emulation: these figures are for regressions only.", gpu.adapter.name);
+    }
+    Ok(())
+}
+
+/// The compiled qwenGPU layers on the GPU, one token per dispatch: each kernel once in
+/// lockstep with the interpreter, then timed without the check.
+fn qwengpu(gpu: &Rc<Gpu>, names: &[String]) -> Result<()> {
+    let names: Vec<&String> = names.iter().filter(|n| n.as_str() != "none").collect();
+    if names.is_empty() {
+        return Ok(());
+    }
+    let suite = kernels();
+    let spec = MachineSpec::default();
+    let compiled = Compiled::new(spec).context("compiling the qwenGPU machine")?;
+    let layers = GpuLayers::new(gpu, &compiled.stream, &compiled.layers)?;
+    let gpu = gpu.clone();
+    let mut runner = Runner::new(compiled);
+    runner.executor = Some(Box::new(GpuExecutor { gpu, layers }));
+    println!();
+    println!("qwenGPU compiled layers on the GPU, one token per dispatch (a step is one warp running one ROM block):");
+    println!(
+        "{:<14} {:>6} {:>7} {:>10} {:>9} {:>10}  lockstep",
+        "kernel", "steps", "tokens", "ms", "steps/s", "tokens/s"
+    );
+    for k in suite.iter().filter(|k| names.iter().any(|n| n.as_str() == k.name)) {
+        let (kernel, p, _) = k.machine(k.ptx, &spec).map_err(anyhow::Error::msg)?;
+        runner.lockstep = true;
+        let checked = runner.launch(&kernel.program, &p.memory, &p.launch, 1_000_000).with_context(|| k.name)?;
+        if p.read_arrays(&checked.global) != k.expected(&p) {
+            anyhow::bail!("{}: the arrays differ from the plain Rust version", k.name);
+        }
+        runner.lockstep = false;
+        let t = std::time::Instant::now();
+        let report = runner.launch(&kernel.program, &p.memory, &p.launch, 1_000_000)?;
+        let secs = t.elapsed().as_secs_f64();
+        println!(
+            "{:<14} {:>6} {:>7} {:>10.1} {:>9.1} {:>10.0}  bit-exact",
+            k.name,
+            report.steps,
+            report.tokens,
+            secs * 1e3,
+            report.steps as f64 / secs,
+            report.tokens as f64 / secs
+        );
     }
     Ok(())
 }

@@ -13,7 +13,18 @@ fn the_bench_times_every_format_and_checks_it_against_the_cpu() {
         eprintln!("SKIPPED (SUBSTRATES_SKIP_GPU is set)");
         return;
     }
-    let out = native_host(&["gpu", "bench", "--shapes", "64x256,96x192", "--batch", "1,3", "--iters", "2"]);
+    let out = native_host(&[
+        "gpu",
+        "bench",
+        "--shapes",
+        "64x256,96x192",
+        "--batch",
+        "1,3",
+        "--iters",
+        "2",
+        "--qwengpu",
+        "vadd",
+    ]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.starts_with("adapter: "), "{text}");
@@ -25,6 +36,9 @@ fn the_bench_times_every_format_and_checks_it_against_the_cpu() {
     for format in ["I2_S", "TL1", "TL2"] {
         assert!(rows.iter().any(|r| r.split_whitespace().nth(1) == Some(format)), "{format}: {text}");
     }
+    // vadd on the compiled qwenGPU layers on the GPU: checked in lockstep, then timed.
+    let vadd = text.lines().find(|l| l.starts_with("vadd")).unwrap_or_else(|| panic!("{text}"));
+    assert!(vadd.ends_with("bit-exact") && vadd.split_whitespace().nth(1) == Some("28"), "{vadd}");
 }
 
 #[test]
@@ -35,4 +49,7 @@ fn bad_bench_arguments_are_named() {
     let out = native_host(&["gpu", "bench", "--shapes", "12by4"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("expected MxK"));
+    let out = native_host(&["gpu", "bench", "--qwengpu", "nope"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--qwengpu: no kernel \"nope\" in the suite"));
 }

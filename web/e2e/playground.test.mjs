@@ -471,6 +471,30 @@ test('qwenGPU tab: a kernel runs on the compiled layers in the page, state rows 
   await page.close();
 });
 
+test('qwenGPU tab: the compiled layers run on WebGPU too, bit-exact with the interpreter', async (t) => {
+  const page = await open(browser, '', '#qwengpu');
+  await page.waitForSelector('[data-testid=qwengpu-tab]');
+  await page.waitForSelector('[data-testid=qwengpu-layers] [data-testid=gpu-status][data-state=ready]', { timeout: 60_000 });
+  await page.selectOption('[data-testid=qwengpu-kernel]', { label: 'vadd' });
+  await page.selectOption('[data-testid=qwengpu-layers-backend]', 'webgpu');
+  await page.click('[data-testid=qwengpu-layers-run]');
+  await page.waitForFunction(
+    () => /decoder layers|error|refused|WebGPU:/.test(document.querySelector('[data-testid=qwengpu-layers-summary]').textContent),
+    null,
+    { timeout: 600_000 },
+  );
+  const summary = await page.textContent('[data-testid=qwengpu-layers-summary]');
+  assert.match(summary, /bit-exact with the interpreter after every step; outputs equal the plain Rust version/);
+  const speed = await page.textContent('[data-testid=qwengpu-layers-speed]');
+  assert.match(speed, /^on WebGPU \(.+\), one token per dispatch, without the check: [0-9]+ ms, [0-9]+ steps\/s, [0-9]+ tokens\/s/);
+  assert.match(speed, /GPU time \(timestamp queries\) [0-9.]+ ms|no timestamp queries/);
+  t.diagnostic(`vadd on the compiled layers on WebGPU (SwiftShader): ${speed}`);
+  assert.equal((await page.$$('[data-testid=qwengpu-layers-registers] td.differs')).length, 0);
+  await page.screenshot({ path: `${SHOTS}/qwengpu-layers-webgpu.png`, fullPage: true });
+  page.assertNoErrors();
+  await page.close();
+});
+
 test('websockets without the token or from another origin are refused', async () => {
   const page = await open(browser);
   await bridgeState(page, 'connected');
@@ -539,6 +563,12 @@ test('Without WebGPU the tabs say so and benchmark on wasm only', async () => {
     assert.deepEqual(backends, ['scalar', 'simd128']);
     page.assertNoErrors();
     await page.close();
+    // The qwenGPU tab offers WebGPU only where there is an adapter.
+    const q = await open(plain, '', '#qwengpu');
+    await q.waitForSelector('[data-testid=qwengpu-layers] [data-testid=gpu-status][data-state=unavailable]', { timeout: 30_000 });
+    assert.equal(await q.$eval('[data-testid=qwengpu-layers-backend] option[value=webgpu]', (o) => o.disabled), true);
+    q.assertNoErrors();
+    await q.close();
   } finally {
     await plain.close();
   }

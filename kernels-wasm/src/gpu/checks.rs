@@ -1,7 +1,7 @@
 //! The GPU kernels against the CPU, as async checks that the native tests (Vulkan, `tests`)
 //! and the wasm tests in Chromium (WebGPU, `web_tests`) both run: accumulators against the plain
 //! dot product, f32 outputs against the CPU kernels bit for bit, on the CPU kernels' test shapes
-//! and bitnet.cpp's presets.
+//! and bitnet.cpp's presets; the compiled qwenGPU layers in lockstep with the interpreter.
 
 use super::bitnet::GpuMatrix;
 use super::{Gpu, GpuError};
@@ -142,4 +142,39 @@ pub async fn bad_requests_are_named(gpu: &Gpu) {
     let tl1 = upload(gpu, "TL1", &t, Some(Tile { bm_tile: 32, bk: 64, bm: 32 }));
     let err = tl1.gemm_acc(gpu, &[quantized(vec![-128; 128])]).await.unwrap_err();
     assert!(err.to_string().contains("activation -128"), "{err}");
+}
+
+/// Suite kernels (`names`, or every one when empty) on the compiled qwenGPU layers on the GPU
+/// (`qwengpu.wgsl`, one token per dispatch), in lockstep with the interpreter after every step
+/// (registers, memory, masks and stacks decoded from the GPU's state rows), with arrays equal to
+/// each kernel's plain Rust version. Returns (name, steps, tokens) per kernel run.
+pub async fn qwengpu_kernels_in_lockstep<G>(gpu: G, names: &[&str]) -> Vec<(&'static str, u64, u64)>
+where
+    G: core::ops::Deref<Target = Gpu> + 'static,
+{
+    use super::qwengpu::{GpuExecutor, GpuLayers};
+    use crate::qwengpu::compiled::Compiled;
+    use crate::qwengpu::isa::MachineSpec;
+    use crate::qwengpu::run::Runner;
+    use crate::qwengpu::suite::kernels;
+    let spec = MachineSpec::default();
+    let c = Compiled::new(spec).unwrap();
+    let layers = GpuLayers::new(&gpu, &c.stream, &c.layers).unwrap();
+    let mut r = Runner::new(c);
+    r.executor = Some(alloc::boxed::Box::new(GpuExecutor { gpu, layers }));
+    let (mut failed, mut ran) = (Vec::new(), Vec::new());
+    for k in kernels().into_iter().filter(|k| names.is_empty() || names.contains(&k.name)) {
+        let (kernel, p, _) = k.machine(k.ptx, &spec).unwrap();
+        match r.launch_async(&kernel.program, &p.memory, &p.launch, 100_000).await {
+            Ok(report) if p.read_arrays(&report.global) == k.expected(&p) => {
+                ran.push((k.name, report.steps, report.tokens))
+            }
+            Ok(_) => failed.push(alloc::format!("{}: wrong arrays", k.name)),
+            Err(e) => failed.push(alloc::format!("{}: {e}", k.name)),
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+    let want = if names.is_empty() { kernels().len() } else { names.len() };
+    assert_eq!(ran.len(), want, "kernels run (a name that is not a suite kernel?)");
+    ran
 }

@@ -3,6 +3,8 @@
 //! wasm. The same Rust and the same WGSL run in both places.
 //!
 //! - [`Gpu`]: an adapter, its device and queue, and the compiled pipelines.
+//! - [`qwengpu`]: one token of the compiled qwenGPU layers per dispatch (exact f32 on any
+//!   adapter: `exact.wgsl` gives correctly rounded `sqrt` and `/`).
 //! - [`bitnet`]: I2_S, TL1 and TL2 GEMV/GEMM. The GPU computes the exact int32 accumulators;
 //!   the f32 epilogue stays on the CPU (`bitnet::dequantize`), because WGSL does not promise a
 //!   correctly rounded division and the results must equal the CPU's bit for bit.
@@ -11,6 +13,7 @@
 //! [`block_on`] drives it.
 
 pub mod bitnet;
+pub mod qwengpu;
 
 use alloc::string::{String, ToString};
 use alloc::sync::Arc;

@@ -127,3 +127,21 @@ fn exact_sqrt_and_division_are_ieee() {
     // The random pairs reach both ends of the range.
     assert!(flagged > 1000, "{flagged}");
 }
+
+/// Every suite kernel on the compiled qwenGPU layers on the GPU, in lockstep
+/// (`checks::qwengpu_kernels_in_lockstep`). `QWENGPU_GPU_KERNELS` (comma-separated) picks kernels.
+#[test]
+fn suite_kernels_run_on_the_gpu_layers_in_lockstep() {
+    let Some(gpu) = gpu() else { return };
+    let names = std::env::var("QWENGPU_GPU_KERNELS").unwrap_or_default();
+    let names: Vec<&str> = names.split(',').filter(|n| !n.is_empty()).collect();
+    let start = std::time::Instant::now();
+    let ran = block_on(checks::qwengpu_kernels_in_lockstep(gpu, &names));
+    let tokens: u64 = ran.iter().map(|r| r.2).sum();
+    let secs = start.elapsed().as_secs_f64();
+    std::println!(
+        "{} kernels, {tokens} tokens on the GPU in lockstep: {:.0} tokens/s",
+        ran.len(),
+        tokens as f64 / secs
+    );
+}

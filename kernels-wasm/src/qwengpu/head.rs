@@ -19,7 +19,7 @@ pub fn rows_for(n: usize) -> usize {
 }
 
 /// Per group read by a layer, per channel of it, the (target, weight) pairs of its column.
-type Columns = Vec<(usize, Vec<Vec<(u32, f32)>>)>;
+pub(crate) type Columns = Vec<(usize, Vec<Vec<(u32, f32)>>)>;
 
 fn add_column(cols: &mut Columns, s: &Stream, ch: usize, target: u32, w: f32) {
     let g = s.group_of[ch] as usize;
@@ -50,15 +50,15 @@ pub struct MemLayer {
     pub d_v: usize,
     /// Hot channels in a stored row (the same for every row, so RMSNormGated scales exactly).
     pub hot: usize,
-    key: Columns,
-    query: Columns,
-    value: Columns,
-    out: Vec<Place>,
-    norm: f32,
+    pub(crate) key: Columns,
+    pub(crate) query: Columns,
+    pub(crate) value: Columns,
+    pub(crate) out: Vec<Place>,
+    pub(crate) norm: f32,
     pub state: Vec<f32>,
     /// The decay `α = exp(−exp(A_log)·softplus(a + dt_bias))` with `A_log = −1000`, `a = 0`: a
     /// constant of the weights (1).
-    alpha: f32,
+    pub(crate) alpha: f32,
     scratch: Scratch,
 }
 

@@ -38,7 +38,7 @@ const HEAD: usize = 3;
 #[derive(Debug, Clone)]
 pub struct MlpLayer {
     pub units: usize,
-    code: Vec<u32>,
+    pub(crate) code: Vec<u32>,
     /// The channel offsets of every unit's conditions (`terms` index them).
     offsets: Vec<u16>,
     /// Per original unit: every condition (`terms[unit_terms[u]..unit_terms[u + 1]]`), the
@@ -52,12 +52,12 @@ pub struct MlpLayer {
     /// the buckets `starts[at + o]..starts[at + o + 1]`. A bucket is a second condition's group
     /// and where its channels start in `sstarts` (channel h's units: `sstarts[at2 + h]..
     /// sstarts[at2 + h + 1]`), or `NO_SECOND` and one range `sstarts[at2]..sstarts[at2 + 1]`.
-    pivot: Vec<(u32, u32)>,
-    starts: Vec<u32>,
-    buckets: Vec<(u32, u32)>,
-    sstarts: Vec<u32>,
+    pub(crate) pivot: Vec<(u32, u32)>,
+    pub(crate) starts: Vec<u32>,
+    pub(crate) buckets: Vec<(u32, u32)>,
+    pub(crate) sstarts: Vec<u32>,
     /// Stored units with no `Any` condition (they fire with every channel cold): the tail.
-    always: u32,
+    pub(crate) always: u32,
     /// Units evaluated so far (for profiling).
     pub evaluated: u64,
     /// Scratch: the units that fired in this token, and the hot pivot entries.
@@ -70,7 +70,7 @@ struct Prepared {
     second: Option<usize>,
 }
 
-const NO_SECOND: u32 = u32::MAX;
+pub(crate) const NO_SECOND: u32 = u32::MAX;
 
 impl MlpLayer {
     pub fn new(s: &Stream, units: &[Unit]) -> MlpLayer {

@@ -258,7 +258,7 @@ impl Place {
 /// 1 and the result is x; for x ≤ −104, `exp(−x)` overflows to +inf and `x / inf` is −0. The
 /// gates here are ±128 and beyond, so this skips nearly every `exp` and changes no bit (the tests
 /// compare against `alu::Mlp`, which always calls `exp`).
-pub(super) fn silu(x: f32) -> f32 {
+pub(crate) fn silu(x: f32) -> f32 {
     if x >= 104.0 {
         x
     } else if x <= -104.0 {

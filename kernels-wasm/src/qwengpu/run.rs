@@ -64,6 +64,39 @@ pub struct Token {
     pub query: Option<usize>,
 }
 
+/// A future that a browser's event loop may have to drive (a WebGPU read-back).
+pub type LocalFuture<'a, T> = core::pin::Pin<alloc::boxed::Box<dyn core::future::Future<Output = T> + 'a>>;
+
+/// Another executor of the same layers (the GPU's, `gpu::qwengpu`): it runs one token's layers
+/// on the input record `st` holds, and leaves in `st` and in the heads' rows what it computed,
+/// so the token protocol and the lockstep check read its results.
+pub trait Executor {
+    /// A fresh machine: every state row unwritten.
+    fn reset(&mut self);
+    /// Seconds spent on the device since the last call, where the executor measures them.
+    fn device_seconds(&mut self) -> Option<f64> {
+        None
+    }
+    fn forward<'a>(
+        &'a mut self,
+        s: &'a super::net::Stream,
+        st: &'a mut State,
+        layers: &'a mut [Layer],
+    ) -> LocalFuture<'a, Result<(), RunError>>;
+}
+
+/// Runs a launch or token whose executor never waits (the CPU's, or a native GPU that blocks)
+/// to its end: one poll.
+fn at_once<T>(f: impl core::future::Future<Output = Result<T, RunError>>) -> Result<T, RunError> {
+    let f = core::pin::pin!(f);
+    match f.poll(&mut core::task::Context::from_waker(core::task::Waker::noop())) {
+        core::task::Poll::Ready(r) => r,
+        core::task::Poll::Pending => {
+            Err(RunError::Program("this executor waits for the GPU: call launch_async and await it".into()))
+        }
+    }
+}
+
 /// The compiled machine with its state rows, running tokens.
 pub struct Runner {
     pub c: Compiled,
@@ -76,6 +109,8 @@ pub struct Runner {
     pub views: bool,
     /// A clock in seconds; when set, the execution phase (first FETCH to DONE) is timed.
     pub clock: Option<fn() -> f64>,
+    /// Runs the layers instead of this CPU executor when set.
+    pub executor: Option<alloc::boxed::Box<dyn Executor>>,
 }
 
 /// One token of a step, as its input and output records say.
@@ -130,7 +165,7 @@ impl Runner {
     pub fn new(c: Compiled) -> Runner {
         let st = State::new(&c.stream);
         let schedule = Schedule::new(&c.stream, &c.layers);
-        Runner { c, st, schedule, tokens: 0, lockstep: true, views: false, clock: None }
+        Runner { c, st, schedule, tokens: 0, lockstep: true, views: false, clock: None, executor: None }
     }
 
     fn head(&self, i: usize) -> &MemLayer {
@@ -142,6 +177,10 @@ impl Runner {
 
     /// One token through every layer.
     pub fn token(&mut self, t: &Token) -> Result<Out, RunError> {
+        at_once(self.token_async(t))
+    }
+
+    async fn token_async(&mut self, t: &Token) -> Result<Out, RunError> {
         let (s, io) = (&self.c.stream, &self.c.io);
         let st = &mut self.st;
         st.reset(s);
@@ -166,7 +205,10 @@ impl Runner {
         if let Some(q) = t.query {
             st.put(s, io.qg, q);
         }
-        self.schedule.forward(s, st, &mut self.c.layers)?;
+        match &mut self.executor {
+            Some(e) => e.forward(s, st, &mut self.c.layers).await?,
+            None => self.schedule.forward(s, st, &mut self.c.layers)?,
+        }
         self.tokens += 1;
         let word = |w: &[super::net::Group]| {
             w.iter().enumerate().try_fold(0u32, |acc, (k, g)| Some(acc | (st.get(*g)? as u32) << (4 * k)))
@@ -239,6 +281,9 @@ pub struct Report {
     pub global: Vec<u32>,
     pub records: Vec<StepRecord>,
     pub views: Vec<StepView>,
+    /// The executor's own time on its device for the whole launch (a GPU's timestamp
+    /// queries), where it measures one.
+    pub device_seconds: Option<f64>,
 }
 
 impl Runner {
@@ -247,6 +292,17 @@ impl Runner {
     /// copy, global memory, the CTA's shared memory, every warp's SIMT stack), and reads global
     /// memory back with VAL tokens.
     pub fn launch(
+        &mut self,
+        program: &Program,
+        input: &[u32],
+        launch: &Launch,
+        limit: u64,
+    ) -> Result<Report, RunError> {
+        at_once(self.launch_async(program, input, launch, limit))
+    }
+
+    /// [`Self::launch`] for an executor that waits (WebGPU in a browser); the same code.
+    pub async fn launch_async(
         &mut self,
         program: &Program,
         input: &[u32],
@@ -269,6 +325,10 @@ impl Runner {
                 h.state.iter_mut().for_each(|v| *v = 0.0);
             }
         }
+        if let Some(e) = &mut self.executor {
+            e.reset();
+            e.device_seconds();
+        }
         // The program image; the last row is the no-op.
         let nop = self.c.rom_rows - 1;
         let mut image = vec![(nop, self.c.encode(&self.c.io.promv, None, true).map_err(RunError::Program)?)];
@@ -281,11 +341,15 @@ impl Runner {
         }
         let mut counts = TokenCounts { image: image.len() as u64, ..TokenCounts::default() };
         for rom in image {
-            self.token(&Token { rom: Some(rom), ..Token::default() })?;
+            self.token_async(&Token { rom: Some(rom), ..Token::default() }).await?;
         }
         for (i, &v) in input.iter().enumerate().filter(|(_, &v)| v != 0) {
             counts.inputs += 1;
-            self.token(&Token { pending: Pending { global: Some((i, v)), ..Pending::default() }, ..Token::default() })?;
+            self.token_async(&Token {
+                pending: Pending { global: Some((i, v)), ..Pending::default() },
+                ..Token::default()
+            })
+            .await?;
         }
         let block = launch.block.next_multiple_of(spec.lanes);
         for (w, iw) in m.warps.iter().enumerate() {
@@ -308,10 +372,11 @@ impl Runner {
                 for (s, v) in values.into_iter().filter(|&(_, v)| v != 0) {
                     counts.specials += 1;
                     let key = thread * self.c.rows + self.c.special_row(s);
-                    self.token(&Token {
+                    self.token_async(&Token {
                         pending: Pending { reg: Some((key, v)), ..Pending::default() },
                         ..Token::default()
-                    })?;
+                    })
+                    .await?;
                 }
             }
         }
@@ -328,14 +393,14 @@ impl Runner {
             }
             set.extend(q.pwv.pad.hot.iter().map(|g| (*g, 0)));
             counts.specials += 1;
-            self.token(&Token { set, ..Token::default() })?;
+            self.token_async(&Token { set, ..Token::default() }).await?;
         }
         for c in 0..launch.grid {
             let mut set = vec![(q.psk, c), (q.psv.last, usize::from(c + 1 == launch.grid))];
             set.extend(q.psv.st.iter().enumerate().map(|(j, g)| (*g, if j < per_cta { LIVE } else { ABSENT })));
             set.extend(q.psv.pad.hot.iter().map(|g| (*g, 0)));
             counts.specials += 1;
-            self.token(&Token { set, ..Token::default() })?;
+            self.token_async(&Token { set, ..Token::default() }).await?;
         }
         // EXEC: from here the host only copies each output record into the next token.
         let r = &q.rec;
@@ -351,7 +416,7 @@ impl Runner {
         loop {
             let kind = field(&set, r.kind);
             let t0 = self.clock.map(|c| c());
-            let out = self.token(&Token { set: set.clone(), pending, ..Token::default() })?;
+            let out = self.token_async(&Token { set: set.clone(), pending, ..Token::default() }).await?;
             if let (Some(c), Some(t0), Some(k @ (EXEC | CTRL | FETCH))) = (self.clock, t0, kind) {
                 by_kind.tokens[k] += 1;
                 by_kind.seconds[k] += c() - t0;
@@ -407,7 +472,7 @@ impl Runner {
         // VAL: read every global word back (the first also applies the last pending writes).
         let mut global = Vec::with_capacity(spec.global_words);
         for i in 0..spec.global_words {
-            let out = self.token(&Token { pending, query: Some(i), ..Token::default() })?;
+            let out = self.token_async(&Token { pending, query: Some(i), ..Token::default() }).await?;
             pending = Pending::default();
             global.push(out.val.ok_or_else(|| RunError::Program(alloc::format!("no VAL for word {i}")))?);
         }
@@ -420,6 +485,7 @@ impl Runner {
             global,
             records,
             views,
+            device_seconds: self.executor.as_mut().and_then(|e| e.device_seconds()),
         })
     }
 

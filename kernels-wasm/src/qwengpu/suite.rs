@@ -39,6 +39,7 @@ pub enum Param {
 /// What every array holds after the kernel, from the initial arrays and the scalars.
 pub type Reference = fn(&mut [Vec<u32>], &[u32]);
 
+#[derive(Clone)]
 pub struct SuiteKernel {
     pub name: &'static str,
     pub cuda: &'static str,

@@ -122,14 +122,15 @@ pub struct LayersRun {
     /// Register rows per thread (a write's row key is thread × this + row) and ROM slots per block.
     pub reg_rows: usize,
     pub block_len: usize,
-    /// The timed run's milliseconds.
+    /// The timed run's milliseconds, and its executor's device time where measured.
     pub ms: f64,
+    pub device_ms: Option<f64>,
     pub arrays_equal: bool,
 }
 
-/// Runs `ptx` with `k`'s launch and inputs on the compiled machine in `runner`; `now` is a
-/// millisecond clock.
-pub fn layers_run(
+/// Runs `ptx` with `k`'s launch and inputs on the compiled machine in `runner` (on its
+/// executor: this page's wasm, or WebGPU); `now` is a millisecond clock.
+pub async fn layers_run(
     runner: &mut Runner,
     k: &SuiteKernel,
     ptx: &str,
@@ -139,11 +140,13 @@ pub fn layers_run(
     let p = k.prepare();
     let program = &t.kernel.program;
     (runner.lockstep, runner.views) = (true, true);
-    let report = runner.launch(program, &p.memory, &p.launch, MAX_STEPS as u64).map_err(|e| e.to_string())?;
+    let report =
+        runner.launch_async(program, &p.memory, &p.launch, MAX_STEPS as u64).await.map_err(|e| e.to_string())?;
     let rom_ops = runner.rom_ops();
     (runner.lockstep, runner.views) = (false, false);
     let start = now();
-    runner.launch(program, &p.memory, &p.launch, MAX_STEPS as u64).map_err(|e| e.to_string())?;
+    let timed =
+        runner.launch_async(program, &p.memory, &p.launch, MAX_STEPS as u64).await.map_err(|e| e.to_string())?;
     let ms = now() - start;
     Ok(LayersRun {
         summary: runner.c.summary(),
@@ -155,6 +158,7 @@ pub fn layers_run(
         reg_rows: runner.c.rows,
         block_len: runner.c.spec.block_len,
         ms,
+        device_ms: timed.device_seconds.map(|s| s * 1e3),
     })
 }
 
@@ -164,6 +168,15 @@ mod tests {
     use kernels_wasm::qwengpu::suite::kernels;
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    /// A run on this page's CPU never waits: one poll finishes it.
+    fn ready<T>(f: impl core::future::Future<Output = T>) -> T {
+        let f = core::pin::pin!(f);
+        match f.poll(&mut core::task::Context::from_waker(core::task::Waker::noop())) {
+            core::task::Poll::Ready(r) => r,
+            core::task::Poll::Pending => panic!("the CPU executor waited"),
+        }
+    }
 
     #[test]
     fn a_trace_records_every_step_and_ends_with_the_expected_arrays() {
@@ -190,10 +203,10 @@ mod tests {
         let mut runner = Runner::new(kernels_wasm::qwengpu::compiled::Compiled::new(spec).unwrap());
         let k = kernels().into_iter().find(|k| k.name == "warp_scan").unwrap();
         let mut clock = 0.0;
-        let r = layers_run(&mut runner, &k, k.ptx, || {
+        let r = ready(layers_run(&mut runner, &k, k.ptx, || {
             clock += 1.0;
             clock
-        })
+        }))
         .unwrap();
         assert!(r.arrays_equal);
         assert_eq!(r.report.views.len(), r.interpreter.len());

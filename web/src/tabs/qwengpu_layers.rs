@@ -1,16 +1,55 @@
 //! The qwenGPU tab's compiled-layers panel: the chosen kernel run on the machine compiled into
-//! Gated DeltaNet and SwiGLU layers, in this page (wasm). Per step: the registers and memory
-//! words decoded from the DeltaNet state rows beside the interpreter's (cells changed by the
-//! step and any difference marked), the step's EXEC tokens, and the ROM rows decoded.
+//! Gated DeltaNet and SwiGLU layers, in this page: on wasm, or on WebGPU (`gpu::qwengpu`, one
+//! token per dispatch). Per step: the registers and memory words decoded from the DeltaNet
+//! state rows beside the interpreter's (cells changed by the step and any difference marked),
+//! the step's EXEC tokens, and the ROM rows decoded.
 
 use crate::components::StepControls;
+use crate::gpu::{GpuLine, GpuStatus, PageGpu};
 use crate::logic::qwengpu::{layers_run, stack_lines, step_line, LayersRun};
+use kernels_wasm::gpu::qwengpu::{GpuExecutor, GpuLayers};
 use kernels_wasm::qwengpu::compiled::Compiled;
 use kernels_wasm::qwengpu::isa::MachineSpec;
-use kernels_wasm::qwengpu::run::{Runner, TokenView};
+use kernels_wasm::qwengpu::run::{Executor, Runner, TokenView};
 use kernels_wasm::qwengpu::suite::SuiteKernel;
 use leptos::prelude::*;
+use leptos::task::spawn_local;
 use leptos::web_sys::window;
+
+/// Where the layers run: this page's wasm, or WebGPU (the page's adapter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    Wasm,
+    WebGpu,
+}
+
+/// Runs the chosen kernel on `runner`'s layers on `backend`; the GPU executor (its uploaded
+/// layers) is kept between runs in `gpu_exec`.
+async fn run_on(
+    backend: Backend,
+    r: &mut Runner,
+    gpu_exec: StoredValue<Option<Box<dyn Executor>>, LocalStorage>,
+    k: &SuiteKernel,
+    ptx: &str,
+) -> Result<LayersRun, String> {
+    let now = || window().and_then(|w| w.performance()).map(|p| p.now()).unwrap_or(0.0);
+    if backend == Backend::WebGpu {
+        let exec = match gpu_exec.try_update_value(|e| e.take()).flatten() {
+            Some(e) => e,
+            None => {
+                let gpu = PageGpu::get().gpu().ok_or("WebGPU is not available in this browser")?;
+                let layers = GpuLayers::new(&gpu, &r.c.stream, &r.c.layers).map_err(|e| format!("WebGPU: {e}"))?;
+                Box::new(GpuExecutor { gpu, layers })
+            }
+        };
+        r.executor = Some(exec);
+    }
+    let result = layers_run(r, k, ptx, now).await;
+    if let Some(e) = r.executor.take() {
+        gpu_exec.set_value(Some(e));
+    }
+    result
+}
 
 fn token_line(t: &TokenView, rows: usize) -> String {
     let op = t.op.map(|o| format!("{o:?}")).unwrap_or_else(|| "—".into());
@@ -41,6 +80,12 @@ pub fn LayersPanel(
     ptx: RwSignal<String>,
 ) -> impl IntoView {
     let runner = StoredValue::new_local(None::<Runner>);
+    let gpu_exec = StoredValue::new_local(None::<Box<dyn Executor>>);
+    let page = PageGpu::get();
+    let backend = RwSignal::new(Backend::Wasm);
+    // The backend of the run shown (its adapter for WebGPU).
+    let ran_on = RwSignal::new(None::<String>);
+    let built = RwSignal::new(false);
     let run = RwSignal::new(None::<Result<LayersRun, String>>);
     let position = RwSignal::new(0usize);
     // A new kernel or edited PTX makes the last run stale.
@@ -56,20 +101,33 @@ pub fn LayersPanel(
         }
         busy.set(true);
         run.set(None);
+        let on = backend.get_untracked();
         // Let the page show that it is working before the (seconds-long) build and run.
         set_timeout(
             move || {
-                let now = || window().and_then(|w| w.performance()).map(|p| p.now()).unwrap_or(0.0);
-                let result = runner.try_update_value(|slot| {
-                    if slot.is_none() {
-                        *slot = Some(Runner::new(Compiled::new(MachineSpec::default()).map_err(|e| e.to_string())?));
-                    }
-                    let r = slot.as_mut().ok_or("no compiled machine")?;
-                    suite.with_value(|s| layers_run(r, &s[chosen.get_untracked()], &ptx.get_untracked(), now))
+                spawn_local(async move {
+                    let taken = runner.try_update_value(|slot| slot.take()).flatten();
+                    let mut r =
+                        match taken.map(Ok).unwrap_or_else(|| Compiled::new(MachineSpec::default()).map(Runner::new)) {
+                            Ok(r) => r,
+                            Err(e) => {
+                                run.set(Some(Err(e.to_string())));
+                                busy.set(false);
+                                return;
+                            }
+                        };
+                    built.set(true);
+                    let k = suite.with_value(|s| s[chosen.get_untracked()].clone());
+                    let result = run_on(on, &mut r, gpu_exec, &k, &ptx.get_untracked()).await;
+                    runner.set_value(Some(r));
+                    ran_on.set(match (on, page.status.get_untracked()) {
+                        (Backend::WebGpu, GpuStatus::Ready(name)) => Some(name),
+                        _ => None,
+                    });
+                    position.set(0);
+                    run.set(Some(result));
+                    busy.set(false);
                 });
-                position.set(0);
-                run.set(Some(result.unwrap_or_else(|| Err("the compiled machine is gone".into()))));
-                busy.set(false);
             },
             std::time::Duration::from_millis(30),
         );
@@ -81,11 +139,11 @@ pub fn LayersPanel(
     let summary = move || {
         run.with(|r| match r {
             None if busy.get() => {
-                let first = runner.with_value(|r| r.is_none());
-                if first {
-                    "building the layers (once per page), then running in lockstep with the interpreter …".to_string()
+                let on = if backend.get() == Backend::WebGpu { " on WebGPU" } else { "" };
+                if built.get() {
+                    format!("running{on} in lockstep with the interpreter …")
                 } else {
-                    "running in lockstep with the interpreter …".to_string()
+                    format!("building the layers (once per page), then running{on} in lockstep with the interpreter …")
                 }
             }
             None => "not run yet".to_string(),
@@ -121,13 +179,27 @@ pub fn LayersPanel(
     let speed = move || {
         ok().map(|r| {
             let secs = (r.ms / 1e3).max(1e-9);
-            format!(
-                "in this page (wasm, one thread, without the check): {:.0} ms, {:.0} steps/s, {:.0} tokens/s",
+            let rate = format!(
+                "{:.0} ms, {:.0} steps/s, {:.0} tokens/s",
                 r.ms,
                 r.report.steps as f64 / secs,
                 r.report.tokens as f64 / secs
-            )
+            );
+            match ran_on.get() {
+                None => format!("in this page (wasm, one thread, without the check): {rate}"),
+                Some(adapter) => format!(
+                    "on WebGPU ({adapter}), one token per dispatch, without the check: {rate} (wall clock); {}",
+                    match r.device_ms {
+                        Some(ms) => format!("the dispatches' GPU time (timestamp queries) {ms:.1} ms"),
+                        None => "no timestamp queries on this adapter".into(),
+                    }
+                ),
+            }
         })
+    };
+    let gpu_ready = move || matches!(page.status.get(), GpuStatus::Ready(_));
+    let pick = move |ev| {
+        backend.set(if event_target_value(&ev) == "webgpu" { Backend::WebGpu } else { Backend::Wasm });
     };
     let view_at = move || ok().and_then(|r| r.report.views.get(position.get()).cloned().map(|v| (r, v)));
     let step_text = move || view_at().map(|(_, v)| step_line(position.get(), &v.record));
@@ -218,8 +290,20 @@ pub fn LayersPanel(
                 "lane; each carries the previous token's writes. The sequencer is in the layers too: each warp's SIMT stack is a "
                 "DeltaNet row, each CTA's warp statuses another, and every token computes the next token's record (lane, slot, "
                 "then CTRL: branch, reconvergence, the next warp; FETCH: its top entry). The host only copies each output record "
-                "into the next token. The first run builds the layers (a few seconds)."
+                "into the next token. The first run builds the layers (a few seconds). On WebGPU one dispatch runs one token "
+                "through every layer (one invocation: a token's work is sparse and sequential), with exact f32 (correctly "
+                "rounded square root and division in integer arithmetic); the layers are uploaded on the first WebGPU run. "
+                "The layers have no SIMD kernel: they are sparse lookups, so wasm runs them one way."
             </p>
+            <GpuLine />
+            <label>
+                "run on "
+                <select data-testid="qwengpu-layers-backend" on:change=pick prop:disabled=move || busy.get()>
+                    <option value="wasm" selected=true>"wasm (this page, one thread)"</option>
+                    <option value="webgpu" prop:disabled=move || !gpu_ready()>"WebGPU (one token per dispatch)"</option>
+                </select>
+            </label>
+            " "
             <button data-testid="qwengpu-layers-run" on:click=start prop:disabled=move || busy.get()>"run on the compiled layers"</button>
             <p data-testid="qwengpu-layers-summary">{summary}</p>
             <p data-testid="qwengpu-layers-speed">{speed}</p>
