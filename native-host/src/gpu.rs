@@ -13,7 +13,7 @@ use kernels_wasm::bitnet::threads;
 use kernels_wasm::bitnet::tl1::Tl1Matrix;
 use kernels_wasm::bitnet::tl2::Tl2Matrix;
 use kernels_wasm::gpu::bitnet::GpuMatrix;
-use kernels_wasm::gpu::qwengpu::{GpuExecutor, GpuLayers};
+use kernels_wasm::gpu::qwengpu::{GpuExecutor, GpuLayers, MAX_BATCH};
 use kernels_wasm::gpu::{block_on, Gpu};
 use kernels_wasm::qwengpu::compiled::Compiled;
 use kernels_wasm::qwengpu::isa::MachineSpec;
@@ -35,6 +35,10 @@ pub struct BenchArgs {
     /// qwenGPU suite kernels to run on the compiled layers on the GPU, comma-separated, or `none`.
     #[arg(long, value_delimiter = ',', default_value = "vadd,warp_scan")]
     qwengpu: Vec<String>,
+    /// qwenGPU tokens per submission, comma-separated: 1 returns to the host after every token;
+    /// more make each next input record on the GPU (one dispatch per token).
+    #[arg(long, value_delimiter = ',', default_value = "1,64,1024")]
+    tokens_per_submit: Vec<u32>,
 }
 
 pub fn bench(args: BenchArgs) -> Result<()> {
@@ -44,6 +48,9 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     };
     if let Some(bad) = args.batch.iter().find(|&&n| n == 0 || n > 512) {
         anyhow::bail!("--batch {bad}: give 1 to 512 activation rows");
+    }
+    if let Some(bad) = args.tokens_per_submit.iter().find(|&&n| n == 0 || n > MAX_BATCH) {
+        anyhow::bail!("--tokens-per-submit {bad}: give 1 to {MAX_BATCH}");
     }
     // Named kernels are checked before any GPU work, so a typo costs nothing.
     let suite: Vec<&str> = kernels().iter().map(|k| k.name).collect();
@@ -118,16 +125,17 @@ pub fn bench(args: BenchArgs) -> Result<()> {
             }
         }
     }
-    qwengpu(&gpu, &args.qwengpu)?;
+    qwengpu(&gpu, &args.qwengpu, &args.tokens_per_submit)?;
     if gpu.adapter.software {
         println!("\n{} is a CPU emulation: these figures are for regressions only.", gpu.adapter.name);
     }
     Ok(())
 }
 
-/// The compiled qwenGPU layers on the GPU, one token per dispatch: each kernel once in
-/// lockstep with the interpreter, then timed without the check.
-fn qwengpu(gpu: &Rc<Gpu>, names: &[String]) -> Result<()> {
+/// The compiled qwenGPU layers on the GPU: each kernel once in lockstep with the interpreter,
+/// then timed without the check per tokens-per-submission size (the EXEC phase batched; the
+/// program image, inputs and VAL read-back stay one token per dispatch).
+fn qwengpu(gpu: &Rc<Gpu>, names: &[String], sizes: &[u32]) -> Result<()> {
     let names: Vec<&String> = names.iter().filter(|n| n.as_str() != "none").collect();
     if names.is_empty() {
         return Ok(());
@@ -140,10 +148,12 @@ fn qwengpu(gpu: &Rc<Gpu>, names: &[String]) -> Result<()> {
     let mut runner = Runner::new(compiled);
     runner.executor = Some(Box::new(GpuExecutor { gpu, layers }));
     println!();
-    println!("qwenGPU compiled layers on the GPU, one token per dispatch (a step is one warp running one ROM block):");
     println!(
-        "{:<14} {:>6} {:>7} {:>10} {:>9} {:>10}  lockstep",
-        "kernel", "steps", "tokens", "ms", "steps/s", "tokens/s"
+        "qwenGPU compiled layers on the GPU (a step is one warp running one ROM block; a token one lane-instruction):"
+    );
+    println!(
+        "{:<14} {:>6} {:>7} {:>9} {:>10} {:>9} {:>10} {:>10}  lockstep",
+        "kernel", "steps", "tokens", "tok/subm", "ms", "steps/s", "tokens/s", "GPU ms"
     );
     for k in suite.iter().filter(|k| names.iter().any(|n| n.as_str() == k.name)) {
         let (kernel, p, _) = k.machine(k.ptx, &spec).map_err(anyhow::Error::msg)?;
@@ -153,18 +163,27 @@ fn qwengpu(gpu: &Rc<Gpu>, names: &[String]) -> Result<()> {
             anyhow::bail!("{}: the arrays differ from the plain Rust version", k.name);
         }
         runner.lockstep = false;
-        let t = std::time::Instant::now();
-        let report = runner.launch(&kernel.program, &p.memory, &p.launch, 1_000_000)?;
-        let secs = t.elapsed().as_secs_f64();
-        println!(
-            "{:<14} {:>6} {:>7} {:>10.1} {:>9.1} {:>10.0}  bit-exact",
-            k.name,
-            report.steps,
-            report.tokens,
-            secs * 1e3,
-            report.steps as f64 / secs,
-            report.tokens as f64 / secs
-        );
+        for &size in sizes {
+            runner.batch = size;
+            let t = std::time::Instant::now();
+            let report = runner.launch(&kernel.program, &p.memory, &p.launch, 1_000_000)?;
+            let secs = t.elapsed().as_secs_f64();
+            if report.global != checked.global {
+                anyhow::bail!("{}: {size} tokens per submission changed the arrays", k.name);
+            }
+            let gpu_ms = report.device_seconds.map_or("—".to_string(), |s| format!("{:.1}", s * 1e3));
+            println!(
+                "{:<14} {:>6} {:>7} {:>9} {:>10.1} {:>9.1} {:>10.0} {:>10}  bit-exact",
+                k.name,
+                report.steps,
+                report.tokens,
+                size,
+                secs * 1e3,
+                report.steps as f64 / secs,
+                report.tokens as f64 / secs,
+                gpu_ms
+            );
+        }
     }
     Ok(())
 }

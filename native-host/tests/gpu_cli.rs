@@ -24,6 +24,8 @@ fn the_bench_times_every_format_and_checks_it_against_the_cpu() {
         "2",
         "--qwengpu",
         "vadd",
+        "--tokens-per-submit",
+        "1,64",
     ]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
@@ -36,9 +38,12 @@ fn the_bench_times_every_format_and_checks_it_against_the_cpu() {
     for format in ["I2_S", "TL1", "TL2"] {
         assert!(rows.iter().any(|r| r.split_whitespace().nth(1) == Some(format)), "{format}: {text}");
     }
-    // vadd on the compiled qwenGPU layers on the GPU: checked in lockstep, then timed.
-    let vadd = text.lines().find(|l| l.starts_with("vadd")).unwrap_or_else(|| panic!("{text}"));
-    assert!(vadd.ends_with("bit-exact") && vadd.split_whitespace().nth(1) == Some("28"), "{vadd}");
+    // vadd on the compiled qwenGPU layers on the GPU: checked in lockstep, then timed per
+    // tokens-per-submission size, each with the same arrays.
+    let vadd: Vec<Vec<&str>> =
+        text.lines().filter(|l| l.starts_with("vadd")).map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(vadd.iter().map(|r| r[3]).collect::<Vec<_>>(), ["1", "64"], "{text}");
+    assert!(vadd.iter().all(|r| r[1] == "28" && r.last() == Some(&"bit-exact")), "{text}");
 }
 
 #[test]
@@ -49,6 +54,9 @@ fn bad_bench_arguments_are_named() {
     let out = native_host(&["gpu", "bench", "--shapes", "12by4"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("expected MxK"));
+    let out = native_host(&["gpu", "bench", "--tokens-per-submit", "0"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--tokens-per-submit 0: give 1 to"));
     let out = native_host(&["gpu", "bench", "--qwengpu", "nope"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--qwengpu: no kernel \"nope\" in the suite"));

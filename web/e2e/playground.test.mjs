@@ -481,12 +481,12 @@ test('qwenGPU tab: the compiled layers run on WebGPU too, bit-exact with the int
   await page.waitForFunction(
     () => /decoder layers|error|refused|WebGPU:/.test(document.querySelector('[data-testid=qwengpu-layers-summary]').textContent),
     null,
-    { timeout: 600_000 },
+    { timeout: 300_000 },
   );
   const summary = await page.textContent('[data-testid=qwengpu-layers-summary]');
   assert.match(summary, /bit-exact with the interpreter after every step; outputs equal the plain Rust version/);
   const speed = await page.textContent('[data-testid=qwengpu-layers-speed]');
-  assert.match(speed, /^on WebGPU \(.+\), one token per dispatch, without the check: [0-9]+ ms, [0-9]+ steps\/s, [0-9]+ tokens\/s/);
+  assert.match(speed, /^on WebGPU \(.+\), without the check, up to 256 tokens per submission: [0-9]+ ms, [0-9]+ steps\/s, [0-9]+ tokens\/s/);
   assert.match(speed, /GPU time \(timestamp queries\) [0-9.]+ ms|no timestamp queries/);
   t.diagnostic(`vadd on the compiled layers on WebGPU (SwiftShader): ${speed}`);
   assert.equal((await page.$$('[data-testid=qwengpu-layers-registers] td.differs')).length, 0);

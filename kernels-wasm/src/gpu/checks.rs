@@ -178,3 +178,40 @@ where
     assert_eq!(ran.len(), want, "kernels run (a name that is not a suite kernel?)");
     ran
 }
+
+/// Suite kernels run with `batch` EXEC tokens per dispatch (the GPU makes each next input
+/// record itself) report what the CPU's layers report token by token: steps, CTRL records,
+/// token counts and the arrays; a step limit is hit at the same step. Returns the tokens run.
+pub async fn qwengpu_batches_equal_the_cpu<G>(gpu: G, names: &[&str], batch: u32) -> u64
+where
+    G: core::ops::Deref<Target = Gpu> + 'static,
+{
+    use super::qwengpu::{GpuExecutor, GpuLayers};
+    use crate::qwengpu::compiled::Compiled;
+    use crate::qwengpu::isa::MachineSpec;
+    use crate::qwengpu::run::Runner;
+    use crate::qwengpu::suite::kernels;
+    let spec = MachineSpec::default();
+    let (c, cpu) = (Compiled::new(spec).unwrap(), Compiled::new(spec).unwrap());
+    let layers = GpuLayers::new(&gpu, &c.stream, &c.layers).unwrap();
+    let (mut on_gpu, mut on_cpu) = (Runner::new(c), Runner::new(cpu));
+    on_gpu.executor = Some(alloc::boxed::Box::new(GpuExecutor { gpu, layers }));
+    (on_gpu.batch, on_gpu.lockstep, on_cpu.lockstep) = (batch, false, false);
+    let mut tokens = 0;
+    for k in kernels().into_iter().filter(|k| names.is_empty() || names.contains(&k.name)) {
+        let (kernel, p, _) = k.machine(k.ptx, &spec).unwrap();
+        let want = on_cpu.launch(&kernel.program, &p.memory, &p.launch, 100_000).unwrap();
+        let got = on_gpu.launch_async(&kernel.program, &p.memory, &p.launch, 100_000).await.unwrap();
+        let summary =
+            |r: &crate::qwengpu::run::Report| (r.steps, r.tokens, r.counts, r.records.clone(), r.global.clone());
+        assert_eq!(summary(&got), summary(&want), "{} in batches of {batch}", k.name);
+        assert_eq!(p.read_arrays(&got.global), k.expected(&p), "{}", k.name);
+        tokens += got.tokens;
+        // A step limit stops both at the same step.
+        let limit = want.steps / 2;
+        let cpu_err = on_cpu.launch(&kernel.program, &p.memory, &p.launch, limit).map(|_| ()).unwrap_err();
+        let gpu_err = on_gpu.launch_async(&kernel.program, &p.memory, &p.launch, limit).await.map(|_| ()).unwrap_err();
+        assert_eq!(alloc::format!("{gpu_err}"), alloc::format!("{cpu_err}"), "{}", k.name);
+    }
+    tokens
+}

@@ -176,6 +176,19 @@ impl Gpu {
         workgroups: [u32; 3],
         out_bytes: u64,
     ) -> Result<Dispatched, GpuError> {
+        self.dispatch_steps(&[pipeline], bindings, workgroups, out_bytes).await
+    }
+
+    /// [`Self::dispatch`] of several pipelines in turn, in one compute pass and one
+    /// submission (each sees the last one's writes); they share one bind group layout.
+    async fn dispatch_steps(
+        &self,
+        steps: &[&wgpu::ComputePipeline],
+        bindings: &[&wgpu::Buffer],
+        workgroups: [u32; 3],
+        out_bytes: u64,
+    ) -> Result<Dispatched, GpuError> {
+        let pipeline = *steps.first().ok_or_else(|| GpuError::Gpu("a dispatch without a pipeline".into()))?;
         let max = self.limits.max_compute_workgroups_per_dimension;
         if let Some(&n) = workgroups.iter().find(|&&n| n > max) {
             let what = alloc::format!("a dispatch of {n} workgroups in one dimension");
@@ -216,9 +229,11 @@ impl Gpu {
                     end_of_pass_write_index: Some(1),
                 }),
             });
-            pass.set_pipeline(pipeline);
             pass.set_bind_group(0, &group, &[]);
-            pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
+            for step in steps {
+                pass.set_pipeline(step);
+                pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
+            }
         }
         // The output, then the two timestamps, in one mappable buffer.
         let staging = self.device.create_buffer(&wgpu::BufferDescriptor {

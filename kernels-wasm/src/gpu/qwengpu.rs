@@ -16,6 +16,7 @@ use super::{Gpu, GpuError};
 use crate::qwengpu::head::{Columns, MemLayer};
 use crate::qwengpu::mlp::{MlpLayer, NO_SECOND};
 use crate::qwengpu::net::{silu, Layer, State, Stream, StreamError};
+use crate::qwengpu::run::{Batch, ExecPlan, NO_KEY};
 use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -28,26 +29,63 @@ const ENTRY_CAP: usize = 1024;
 const ROWS_CAP: usize = 8;
 /// Input-record channels, at most.
 const MAX_IN: usize = 4096;
+/// A batch's copies from one output record to the next input, and CTRL records, at most.
+const PLAN_CAP: usize = 1024;
+pub const REC_CAP: usize = 4096;
+/// Tokens in one submission, at most (two dispatches each).
+pub const MAX_BATCH: u32 = 4096;
+/// `io`'s header words: the token's outcome (error code, layer, detail, hot groups, rows
+/// written), then a batch's request (tokens, records) and outcome (tokens run, control
+/// tokens, records, where the next input record is, stopped).
+const HEADER: usize = 12;
 const WORDS_PER_LAYER: usize = 16;
 
 /// The layers on the GPU, with their state.
 pub struct GpuLayers {
+    /// A token (`main`), and between a batch's tokens the next input record (`next`).
     pipeline: wgpu::ComputePipeline,
+    next: wgpu::ComputePipeline,
     prog: wgpu::Buffer,
     state: wgpu::Buffer,
     mach: wgpu::Buffer,
     scratch: wgpu::Buffer,
     io: wgpu::Buffer,
     groups: usize,
-    /// Groups made hot in one token, at most: each group once (a failed write stops the
-    /// token), plus the input record.
-    touch_cap: usize,
+    /// Where `io`'s regions start (words).
+    at: IoLayout,
     state_words: usize,
     vec_cap: usize,
     /// Per layer: where its head's rows start in `state`, and its d_v (heads only).
     heads: Vec<Option<(usize, usize)>>,
     /// The dispatches' GPU time since the last [`Self::take_gpu_seconds`] (timestamp queries).
     gpu_seconds: core::cell::Cell<Option<f64>>,
+}
+
+/// `io`: the header, the token's hot groups, the state rows it wrote, two input records (a
+/// batch alternates), a batch's plan and its CTRL records.
+#[derive(Debug, Clone, Copy)]
+struct IoLayout {
+    touched: usize,
+    rows: usize,
+    input: usize,
+    input2: usize,
+    plan: usize,
+    records: usize,
+    end: usize,
+}
+
+impl IoLayout {
+    /// `touch_cap`: groups made hot in one token, at most (each group once, the input record's
+    /// included); `vec_cap`: the widest head row.
+    fn new(touch_cap: usize, vec_cap: usize) -> IoLayout {
+        let touched = HEADER;
+        let rows = touched + 2 * touch_cap;
+        let input = rows + ROWS_CAP * (2 + vec_cap);
+        let input2 = input + 1 + 2 * MAX_IN;
+        let plan = input2 + 1 + 2 * MAX_IN;
+        let records = plan + 1 + 3 * PLAN_CAP + 7;
+        IoLayout { touched, rows, input, input2, plan, records, end: records + 3 * REC_CAP }
+    }
 }
 
 /// What one token left: its hot groups (input record included) and the state rows it wrote.
@@ -138,34 +176,64 @@ impl GpuLayers {
         }
         let groups = s.groups.len();
         let touch_cap = groups + MAX_IN + 1;
+        let at = IoLayout::new(touch_cap, vec_cap);
         let fired_n = 3 * FIRED_CAP;
         let (k_at, q_at) = (fired_n + 1, fired_n + 1 + 2 * ENTRY_CAP);
         let (e_at, vec_at) = (q_at + 2 * ENTRY_CAP, q_at + 4 * ENTRY_CAP);
-        let touched_at = 5;
-        let rows_at = touched_at + 2 * touch_cap;
-        let in_at = rows_at + ROWS_CAP * (2 + vec_cap);
         let header = alloc::format!(
             "const LAYERS: u32 = {}u;\nconst LAYER_TABLE: u32 = 0u;\nconst GROUPS: u32 = {groups}u;\n\
-             const NO_SECOND: u32 = {NO_SECOND}u;\nconst TOUCH_CAP: u32 = {touch_cap}u;\n\
+             const NO_SECOND: u32 = {NO_SECOND}u;\nconst NO_KEY: u32 = {NO_KEY}u;\nconst TOUCH_CAP: u32 = {touch_cap}u;\n\
              const FIRED_CAP: u32 = {FIRED_CAP}u;\nconst FIRED_N: u32 = {fired_n}u;\n\
              const ENTRY_CAP: u32 = {ENTRY_CAP}u;\nconst K_AT: u32 = {k_at}u;\nconst Q_AT: u32 = {q_at}u;\n\
              const E_AT: u32 = {e_at}u;\nconst VEC_AT: u32 = {vec_at}u;\nconst VEC_CAP: u32 = {vec_cap}u;\n\
-             const OUT_AT: u32 = 0u;\nconst TOUCHED_AT: u32 = {touched_at}u;\nconst ROWS_AT: u32 = {rows_at}u;\n\
-             const ROWS_CAP: u32 = {ROWS_CAP}u;\nconst IN_AT: u32 = {in_at}u;\n",
-            layers.len()
+             const OUT_AT: u32 = 0u;\nconst BATCH_TOKENS: u32 = 5u;\nconst BATCH_MAX_RECORDS: u32 = 6u;\n\
+             const BATCH_RAN: u32 = 7u;\nconst BATCH_CONTROL: u32 = 8u;\nconst BATCH_RECORDS: u32 = 9u;\n\
+             const BATCH_NEXT: u32 = 10u;\nconst BATCH_STOP: u32 = 11u;\nconst TOUCHED_AT: u32 = {}u;\nconst ROWS_AT: u32 = {}u;\n\
+             const ROWS_CAP: u32 = {ROWS_CAP}u;\nconst IN_AT: u32 = {}u;\nconst IN2_AT: u32 = {}u;\n\
+             const PLAN_AT: u32 = {}u;\nconst PLAN_CAP: u32 = {PLAN_CAP}u;\nconst REC_AT: u32 = {}u;\n",
+            layers.len(),
+            at.touched,
+            at.rows,
+            at.input,
+            at.input2,
+            at.plan,
+            at.records
         );
         let source: String = [header.as_str(), include_str!("exact.wgsl"), include_str!("qwengpu.wgsl")].concat();
         let desc =
             wgpu::ShaderModuleDescriptor { label: Some("qwengpu"), source: wgpu::ShaderSource::Wgsl(source.into()) };
         let module = gpu.device.create_shader_module(desc);
-        let pipeline = gpu.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        // Both entry points share one layout, so one bind group serves a batch's pass.
+        let storage = |binding: u32, read_only: bool| wgpu::BindGroupLayoutEntry {
+            binding,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Storage { read_only },
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        };
+        let entries: Vec<_> = (0..5).map(|b| storage(b, b == 0)).collect();
+        let group = gpu
+            .device
+            .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some("qwengpu"), entries: &entries });
+        let layout = gpu.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
             label: Some("qwengpu"),
-            layout: None,
-            module: &module,
-            entry_point: Some("main"),
-            compilation_options: Default::default(),
-            cache: None,
+            bind_group_layouts: &[Some(&group)],
+            immediate_size: 0,
         });
+        let pipeline = |entry: &str| {
+            gpu.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some("qwengpu"),
+                layout: Some(&layout),
+                module: &module,
+                entry_point: Some(entry),
+                compilation_options: Default::default(),
+                cache: None,
+            })
+        };
+        let (pipeline, next) = (pipeline("main"), pipeline("next"));
         let words = |v: &[u32]| v.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>();
         let rw = |label: &str, bytes: usize| -> Result<wgpu::Buffer, GpuError> {
             gpu.check_binding(label, bytes as u64)?;
@@ -178,13 +246,14 @@ impl GpuLayers {
         };
         let this = GpuLayers {
             pipeline,
+            next,
             prog: gpu.storage("qwengpu layers", &words(&prog))?,
             state: rw("qwengpu state rows", 4 * state_words.max(1))?,
             mach: rw("qwengpu stream", 4 * (groups + 1 + touch_cap))?,
             scratch: rw("qwengpu scratch", 4 * (vec_at + 3 * vec_cap))?,
-            io: rw("qwengpu io", 4 * (in_at + 1 + 2 * MAX_IN))?,
+            io: rw("qwengpu io", 4 * at.end)?,
             groups,
-            touch_cap,
+            at,
             state_words,
             vec_cap,
             heads,
@@ -207,47 +276,108 @@ impl GpuLayers {
         gpu.queue.write_buffer(&self.mach, 0, &mach.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>());
     }
 
-    /// One token: `inputs` are the input record's hot channels (group, offset); the constant
-    /// channel is set by the shader.
-    pub async fn token(&self, gpu: &Gpu, inputs: &[(u32, u32)]) -> Result<Result<TokenOut, StreamError>, GpuError> {
+    /// Writes words into `io` from word `at`.
+    fn put(&self, gpu: &Gpu, at: usize, words: &[u32]) {
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        gpu.queue.write_buffer(&self.io, 4 * at as u64, &bytes);
+    }
+
+    /// An input record (count, then the pairs) into `io[at..]`.
+    fn put_input(&self, gpu: &Gpu, at: usize, inputs: &[(u32, u32)]) -> Result<(), GpuError> {
         if inputs.len() > MAX_IN {
             let what = alloc::format!("an input record of {} channels", inputs.len());
             return Err(GpuError::TooLarge { what, need: inputs.len() as u64, limit: MAX_IN as u64 });
         }
-        let in_at = 5 + 2 * self.touch_cap + ROWS_CAP * (2 + self.vec_cap);
         let mut record = vec![inputs.len() as u32];
         record.extend(inputs.iter().flat_map(|&(g, h)| [g, h]));
-        let bytes: Vec<u8> = record.iter().flat_map(|w| w.to_le_bytes()).collect();
-        gpu.queue.write_buffer(&self.io, 4 * in_at as u64, &bytes);
+        self.put(gpu, at, &record);
+        Ok(())
+    }
+
+    /// Runs the dispatch and reads `io[..words]` back: the header's outcome as a result.
+    async fn run(
+        &self,
+        gpu: &Gpu,
+        steps: &[&wgpu::ComputePipeline],
+        words: usize,
+    ) -> Result<Result<Vec<u32>, StreamError>, GpuError> {
         let bindings = [&self.prog, &self.state, &self.mach, &self.scratch, &self.io];
-        let done = gpu.dispatch(&self.pipeline, &bindings, [1, 1, 1], 4 * in_at as u64).await?;
+        let done = gpu.dispatch_steps(steps, &bindings, [1, 1, 1], 4 * words as u64).await?;
         if let Some(ns) = done.gpu_ns {
             self.gpu_seconds.set(Some(self.gpu_seconds.get().unwrap_or(0.0) + ns * 1e-9));
         }
-        let out = done.bytes;
-        let word = |i: usize| u32::from_le_bytes([out[4 * i], out[4 * i + 1], out[4 * i + 2], out[4 * i + 3]]);
-        let (code, layer, detail) = (word(0), word(1) as usize, word(2));
-        if code != 0 {
-            let what = match code {
-                1 => alloc::format!("a second value written into group {detail}"),
-                2 => alloc::format!("a gate of {} between SiLU's exact cut-offs", f32::from_bits(detail)),
-                3 => alloc::format!("a norm of {} outside the exact range", f32::from_bits(detail)),
-                5 => alloc::format!("over {detail} records in one token: the layers are corrupt"),
-                _ => alloc::format!("a GPU scratch list is full (kind {detail})"),
-            };
-            return Ok(Err(StreamError { layer, what }));
-        }
-        let hot = (0..word(3) as usize).map(|i| (word(5 + 2 * i), word(6 + 2 * i))).collect();
-        let rows_at = 5 + 2 * self.touch_cap;
-        let rows = (0..word(4) as usize)
+        let out: Vec<u32> = done.bytes.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+        let (code, layer, detail) = (out[0], out[1] as usize, out[2]);
+        let what = match code {
+            0 => return Ok(Ok(out)),
+            1 => alloc::format!("a second value written into group {detail}"),
+            2 => alloc::format!("a gate of {} between SiLU's exact cut-offs", f32::from_bits(detail)),
+            3 => alloc::format!("a norm of {} outside the exact range", f32::from_bits(detail)),
+            5 => alloc::format!("over {detail} records in one token: the layers are corrupt"),
+            6 => "the layers gave no next record".into(),
+            7 => alloc::format!("a pending write without its value (group {detail} cold)"),
+            _ => alloc::format!("a GPU scratch list is full (kind {detail})"),
+        };
+        Ok(Err(StreamError { layer, what }))
+    }
+
+    /// One token: `inputs` are the input record's hot channels (group, offset); the constant
+    /// channel is set by the shader.
+    pub async fn token(&self, gpu: &Gpu, inputs: &[(u32, u32)]) -> Result<Result<TokenOut, StreamError>, GpuError> {
+        self.put_input(gpu, self.at.input, inputs)?;
+        self.put(gpu, 5, &[0]);
+        let out = match self.run(gpu, &[&self.pipeline], self.at.input).await? {
+            Ok(out) => out,
+            Err(e) => return Ok(Err(e)),
+        };
+        let hot =
+            (0..out[3] as usize).map(|i| (out[self.at.touched + 2 * i], out[self.at.touched + 2 * i + 1])).collect();
+        let rows = (0..out[4] as usize)
             .map(|n| {
-                let at = rows_at + n * (2 + self.vec_cap);
-                let (l, r) = (word(at) as usize, word(at + 1) as usize);
+                let at = self.at.rows + n * (2 + self.vec_cap);
+                let (l, r) = (out[at] as usize, out[at + 1] as usize);
                 let dv = self.heads.get(l).copied().flatten().map_or(0, |h| h.1);
-                (l, r, (0..dv).map(|j| f32::from_bits(word(at + 2 + j))).collect())
+                (l, r, (0..dv).map(|j| f32::from_bits(out[at + 2 + j])).collect())
             })
             .collect();
         Ok(Ok(TokenOut { hot, rows }))
+    }
+
+    /// Up to `tokens` tokens in one dispatch (see [`Executor::run_batch`]): from the input
+    /// record `input`, each next one made on the GPU by `plan`'s copies.
+    pub async fn batch(
+        &self,
+        gpu: &Gpu,
+        plan: &ExecPlan,
+        input: &[(u32, u32)],
+        tokens: u32,
+        records: u32,
+    ) -> Result<Result<Batch, StreamError>, GpuError> {
+        if plan.copies.len() > PLAN_CAP {
+            let what = alloc::format!("a plan of {} copies", plan.copies.len());
+            return Err(GpuError::TooLarge { what, need: plan.copies.len() as u64, limit: PLAN_CAP as u64 });
+        }
+        let mut words = vec![plan.copies.len() as u32];
+        words.extend(plan.copies.iter().flat_map(|&(f, t, k)| [f, t, k]));
+        words.resize(1 + 3 * PLAN_CAP, 0);
+        words.extend([plan.kind, plan.warp, plan.pc, plan.mask, plan.exec, plan.ctrl, plan.done]);
+        self.put(gpu, self.at.plan, &words);
+        self.put_input(gpu, self.at.input, input)?;
+        let (tokens, records) = (tokens.clamp(1, MAX_BATCH), records.clamp(1, REC_CAP as u32));
+        self.put(gpu, 5, &[tokens, records, 0, 0, 0, self.at.input as u32, 0]);
+        let steps: Vec<&wgpu::ComputePipeline> = (0..tokens).flat_map(|_| [&self.pipeline, &self.next]).collect();
+        let out = match self.run(gpu, &steps, self.at.end).await? {
+            Ok(out) => out,
+            Err(e) => return Ok(Err(e)),
+        };
+        let (ran, control, recs, next) = (out[7], out[8], out[9] as usize, out[10] as usize);
+        let n = out[next] as usize;
+        Ok(Ok(Batch {
+            tokens: ran as u64,
+            control: control as u64,
+            records: (0..recs).map(|i| self.at.records + 3 * i).map(|r| (out[r], out[r + 1], out[r + 2])).collect(),
+            next: (0..n).map(|i| (out[next + 1 + 2 * i], out[next + 2 + 2 * i])).collect(),
+        }))
     }
 
     /// [`Self::token`] driving a CPU-side [`State`] and the heads' rows: the input record is
@@ -295,6 +425,25 @@ impl<G: core::ops::Deref<Target = Gpu>> crate::qwengpu::run::Executor for GpuExe
 
     fn device_seconds(&mut self) -> Option<f64> {
         self.layers.take_gpu_seconds()
+    }
+
+    fn run_batch<'a>(
+        &'a mut self,
+        plan: &'a ExecPlan,
+        input: &'a [(u32, u32)],
+        tokens: u32,
+        records: u32,
+    ) -> Option<crate::qwengpu::run::LocalFuture<'a, Result<Batch, crate::qwengpu::run::RunError>>> {
+        let run = async move {
+            match self.layers.batch(&self.gpu, plan, input, tokens, records).await {
+                Ok(result) => Ok(result?),
+                Err(e) => Err(crate::qwengpu::run::RunError::Program(alloc::format!("GPU: {e}"))),
+            }
+        };
+        #[cfg(not(target_arch = "wasm32"))]
+        return Some(alloc::boxed::Box::pin(core::future::ready(super::block_on(run))));
+        #[cfg(target_arch = "wasm32")]
+        return Some(alloc::boxed::Box::pin(run));
     }
 
     fn forward<'a>(

@@ -23,6 +23,8 @@ const ERR_SILU: u32 = 2u;     // a gate between the cut-offs
 const ERR_EXACT: u32 = 3u;    // a norm outside the normal range
 const ERR_FULL: u32 = 4u;     // a scratch list ran out
 const ERR_BUDGET: u32 = 5u;   // more work than any token needs: a corrupt layer, not a hang
+const ERR_NO_NEXT: u32 = 6u;  // no next record (batches)
+const ERR_VALUE: u32 = 7u;    // a pending write's key without its value (batches)
 
 // Records evaluated in this token so far (a CPU token evaluates a few hundred).
 var<private> budget: u32 = 0u;
@@ -332,8 +334,8 @@ fn head(layer: u32, d: u32) {
     }
 }
 
-@compute @workgroup_size(1)
-fn main() {
+// One token: the input record at `io[input]` (count, then (group, channel) pairs).
+fn token(input: u32) {
     // Back to "everything cold but the constant", undoing only what the last token touched.
     for (var i = 0u; i < u32(mach[GROUPS]); i++) {
         mach[u32(mach[GROUPS + 1u + i])] = -1;
@@ -342,9 +344,10 @@ fn main() {
     for (var i = 0u; i < 5u; i++) {
         io[OUT_AT + i] = 0u;
     }
+    budget = 0u;
     set_hot(0u, 0u, 0u);
-    for (var i = 0u; i < io[IN_AT]; i++) {
-        set_hot(io[IN_AT + 1u + 2u * i], io[IN_AT + 2u + 2u * i], 0u);
+    for (var i = 0u; i < io[input]; i++) {
+        set_hot(io[input + 1u + 2u * i], io[input + 2u + 2u * i], 0u);
     }
     for (var l = 0u; l < LAYERS; l++) {
         let d = LAYER_TABLE + 16u * l;
@@ -357,6 +360,86 @@ fn main() {
             break;
         }
     }
-    // The token's hot groups are in the output record already.
-    io[OUT_AT + 3u] = u32(mach[GROUPS]);
+}
+
+// After a token: its CTRL record, if it was one, and the next token's input record into
+// `io[to]`, made from this token's output by the plan's copies (what the host does between
+// tokens). Returns the next record's kind, or -1 (an error is set).
+fn next_record(to: u32) -> i32 {
+    let kind = mach[io[PLAN_AT + 1u + 3u * PLAN_CAP]];
+    if (kind != i32(io[PLAN_AT + 5u + 3u * PLAN_CAP])) {
+        io[BATCH_CONTROL] += 1u;
+    }
+    if (kind == i32(io[PLAN_AT + 6u + 3u * PLAN_CAP])) {
+        let r = REC_AT + 3u * io[BATCH_RECORDS];
+        io[r] = u32(mach[io[PLAN_AT + 2u + 3u * PLAN_CAP]]);
+        io[r + 1u] = u32(mach[io[PLAN_AT + 3u + 3u * PLAN_CAP]]);
+        io[r + 2u] = u32(mach[io[PLAN_AT + 4u + 3u * PLAN_CAP]]);
+        io[BATCH_RECORDS] += 1u;
+    }
+    var n = 0u;
+    var next = -1;
+    for (var c = 0u; c < io[PLAN_AT]; c++) {
+        let src = io[PLAN_AT + 1u + 3u * c];
+        let dst = io[PLAN_AT + 2u + 3u * c];
+        let key = io[PLAN_AT + 3u + 3u * c];
+        if (key != NO_KEY && mach[key] < 0) {
+            continue;
+        }
+        let h = mach[src];
+        if (h < 0) {
+            if (key != NO_KEY) {
+                fail(ERR_VALUE, LAYERS, src);
+                return -1;
+            }
+            continue;
+        }
+        io[to + 1u + 2u * n] = dst;
+        io[to + 2u + 2u * n] = u32(h);
+        n++;
+        if (dst == io[PLAN_AT + 1u + 3u * PLAN_CAP]) {
+            next = h;
+        }
+    }
+    io[to] = n;
+    io[BATCH_NEXT] = to;
+    if (next < 0) {
+        fail(ERR_NO_NEXT, LAYERS, 0u);
+    }
+    return next;
+}
+
+// One token. Alone (`BATCH_TOKENS` 0) from `IN_AT`, for the host to read its output record;
+// in a batch from the input record `next` made, until the batch stops.
+@compute @workgroup_size(1)
+fn main() {
+    if (io[BATCH_TOKENS] == 0u) {
+        token(IN_AT);
+        io[OUT_AT + 3u] = u32(mach[GROUPS]);
+        return;
+    }
+    if (io[BATCH_STOP] != 0u) {
+        return;
+    }
+    token(io[BATCH_NEXT]);
+    if (failed()) {
+        io[BATCH_STOP] = 1u;
+        return;
+    }
+    io[BATCH_RAN] += 1u;
+}
+
+// Between a batch's tokens: the next input record (a separate dispatch: on lavapipe, Mesa
+// 22.3, a second token in the same invocation as the first went wrong).
+@compute @workgroup_size(1)
+fn next() {
+    if (io[BATCH_STOP] != 0u) {
+        return;
+    }
+    let to = select(IN_AT, IN2_AT, io[BATCH_NEXT] == IN_AT);
+    let kind = next_record(to);
+    if (kind < 0 || u32(kind) == io[PLAN_AT + 7u + 3u * PLAN_CAP] || io[BATCH_RECORDS] >= io[BATCH_MAX_RECORDS]
+        || io[BATCH_RAN] >= io[BATCH_TOKENS]) {
+        io[BATCH_STOP] = 1u;
+    }
 }

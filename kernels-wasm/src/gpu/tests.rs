@@ -145,3 +145,21 @@ fn suite_kernels_run_on_the_gpu_layers_in_lockstep() {
         tokens as f64 / secs
     );
 }
+
+/// EXEC tokens in batches on the GPU give the CPU's reports: every suite kernel 256 tokens per
+/// submission, and the edges (2 and 4096) on two kernels.
+#[test]
+fn batches_of_tokens_on_the_gpu_equal_the_cpu() {
+    let Some(gpu) = gpu() else { return };
+    let names = std::env::var("QWENGPU_GPU_KERNELS").unwrap_or_default();
+    let names: Vec<&str> = names.split(',').filter(|n| !n.is_empty()).collect();
+    let start = std::time::Instant::now();
+    let tokens = block_on(checks::qwengpu_batches_equal_the_cpu(gpu, &names, 256));
+    std::println!(
+        "{tokens} tokens in batches of 256, each kernel also on the CPU, in {:.0} s",
+        start.elapsed().as_secs_f64()
+    );
+    for batch in [2, 4096] {
+        block_on(checks::qwengpu_batches_equal_the_cpu(gpu, &["warp_scan", "collatz"], batch));
+    }
+}

@@ -53,3 +53,11 @@ async fn qwengpu_kernels_run_on_the_gpu_layers_in_lockstep() {
         assert_eq!(ran.len(), 2);
     }
 }
+
+/// Tokens in batches on WebGPU (the GPU making each next input record) give the CPU's reports.
+#[test]
+async fn qwengpu_batches_equal_the_cpu() {
+    if let Some(g) = gpu().await {
+        assert!(checks::qwengpu_batches_equal_the_cpu(alloc::rc::Rc::new(g), &["vadd", "collatz"], 64).await > 0);
+    }
+}

@@ -83,6 +83,50 @@ pub trait Executor {
         st: &'a mut State,
         layers: &'a mut [Layer],
     ) -> LocalFuture<'a, Result<(), RunError>>;
+    /// Runs tokens from the input record `input` on, each next input made from the last output
+    /// by `plan`, until DONE, `tokens` tokens or `records` CTRL records; `None` where the
+    /// executor only runs single tokens. The state rows stay on the device.
+    fn run_batch<'a>(
+        &'a mut self,
+        _plan: &'a ExecPlan,
+        _input: &'a [(u32, u32)],
+        _tokens: u32,
+        _records: u32,
+    ) -> Option<LocalFuture<'a, Result<Batch, RunError>>> {
+        None
+    }
+}
+
+/// What a device needs to run EXEC-phase tokens back to back without the host: the host's
+/// copy from each output record into the next input record, and the record's fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecPlan {
+    /// (from, to, key) group ids: a hot `from` makes `to` hot at the same channel in the next
+    /// input. With a key (not [`NO_KEY`]) only while the key is hot, and then `from` must be hot
+    /// (a pending write's value nibbles).
+    pub copies: Vec<(u32, u32, u32)>,
+    /// The input record's kind, warp, pc and mask groups, and the kinds' channels.
+    pub kind: u32,
+    pub warp: u32,
+    pub pc: u32,
+    pub mask: u32,
+    pub exec: u32,
+    pub ctrl: u32,
+    pub done: u32,
+}
+
+pub const NO_KEY: u32 = u32::MAX;
+
+/// EXEC-phase tokens run in one go (see [`Executor::run_batch`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Batch {
+    pub tokens: u64,
+    /// Tokens whose input kind was not EXEC.
+    pub control: u64,
+    /// A CTRL token's (warp, pc, mask) each.
+    pub records: Vec<(u32, u32, u32)>,
+    /// The next token's input record (group, channel), which says DONE at the end.
+    pub next: Vec<(u32, u32)>,
 }
 
 /// Runs a launch or token whose executor never waits (the CPU's, or a native GPU that blocks)
@@ -111,6 +155,9 @@ pub struct Runner {
     pub clock: Option<fn() -> f64>,
     /// Runs the layers instead of this CPU executor when set.
     pub executor: Option<alloc::boxed::Box<dyn Executor>>,
+    /// With such an executor, EXEC-phase tokens per dispatch when no step is checked, viewed or
+    /// timed (1: the host sees every token).
+    pub batch: u32,
 }
 
 /// One token of a step, as its input and output records say.
@@ -165,7 +212,7 @@ impl Runner {
     pub fn new(c: Compiled) -> Runner {
         let st = State::new(&c.stream);
         let schedule = Schedule::new(&c.stream, &c.layers);
-        Runner { c, st, schedule, tokens: 0, lockstep: true, views: false, clock: None, executor: None }
+        Runner { c, st, schedule, tokens: 0, lockstep: true, views: false, clock: None, executor: None, batch: 1 }
     }
 
     fn head(&self, i: usize) -> &MemLayer {
@@ -241,6 +288,15 @@ impl Runner {
             next,
             warp_write,
         })
+    }
+}
+
+/// The register, global and shared pending writes' (key, value nibbles) groups: in the output
+/// record (`out`) or the next input record.
+fn pending_groups(io: &super::compiled::Io, out: bool) -> [(Group, &[Group]); 3] {
+    match out {
+        true => [(io.ork, &io.orv[..]), (io.ogk, &io.ogv[..]), (io.osk, &io.osv[..])],
+        false => [(io.prk, &io.prv[..]), (io.pgk, &io.pgv[..]), (io.psk, &io.psv[..])],
     }
 }
 
@@ -413,7 +469,14 @@ impl Runner {
         let started = self.clock.map(|c| c());
         let field = |set: &[(Group, usize)], g: Group| set.iter().find(|(x, _)| *x == g).map(|&(_, i)| i);
         let mut by_kind = ByKind::default();
+        // Nothing needs each token: the executor may run them back to back.
+        let batched =
+            self.batch > 1 && !self.lockstep && !self.views && self.clock.is_none() && self.executor.is_some();
         loop {
+            if batched {
+                pending = self.exec_batched(&set, pending, &mut records, &mut counts.control, limit).await?;
+                break;
+            }
             let kind = field(&set, r.kind);
             let t0 = self.clock.map(|c| c());
             let out = self.token_async(&Token { set: set.clone(), pending, ..Token::default() }).await?;
@@ -487,6 +550,88 @@ impl Runner {
             views,
             device_seconds: self.executor.as_mut().and_then(|e| e.device_seconds()),
         })
+    }
+
+    /// The EXEC phase on the executor, `self.batch` tokens per call, from the first record
+    /// `set` and `pending` to DONE; returns the last token's pending writes (for VAL).
+    async fn exec_batched(
+        &mut self,
+        set: &[(Group, usize)],
+        pending: Pending,
+        records: &mut Vec<StepRecord>,
+        control: &mut u64,
+        limit: u64,
+    ) -> Result<Pending, RunError> {
+        let (io, batch) = (&self.c.io, self.batch);
+        let (q, id) = (&io.seq, |g: Group| g.id as u32);
+        let mut copies: Vec<(u32, u32, u32)> = q.carry.iter().map(|&(f, t)| (id(f), id(t), NO_KEY)).collect();
+        for ((ok, ov), (pk, pv)) in pending_groups(io, true).into_iter().zip(pending_groups(io, false)) {
+            copies.push((id(ok), id(pk), NO_KEY));
+            copies.extend(ov.iter().zip(pv).map(|(&f, &t)| (id(f), id(t), id(ok))));
+        }
+        let r = &q.rec;
+        let plan = ExecPlan {
+            copies,
+            kind: id(r.kind),
+            warp: id(r.warp),
+            pc: id(r.pc),
+            mask: id(r.mask),
+            exec: EXEC as u32,
+            ctrl: CTRL as u32,
+            done: DONE as u32,
+        };
+        let mut input: Vec<(u32, u32)> = set.iter().map(|&(g, h)| (id(g), h as u32)).collect();
+        let writes = [pending.reg, pending.global, pending.shared];
+        for ((k, v), w) in pending_groups(io, false).into_iter().zip(writes) {
+            if let Some((key, value)) = w {
+                input.push((id(k), key as u32));
+                input.extend(v.iter().enumerate().map(|(i, g)| (id(*g), (value >> (4 * i)) & 15)));
+            }
+        }
+        let exec = self.executor.as_mut().ok_or_else(|| RunError::Program("no executor".into()))?;
+        loop {
+            let left = limit.saturating_sub(records.len() as u64).min(u32::MAX as u64) as u32;
+            let b = exec
+                .run_batch(&plan, &input, batch, left)
+                .ok_or_else(|| RunError::Program("this executor runs one token at a time".into()))?
+                .await?;
+            self.tokens += b.tokens;
+            *control += b.control;
+            records.extend(b.records.iter().map(|&(w, pc, m)| StepRecord {
+                warp: w as usize,
+                block: pc as usize,
+                mask: m,
+            }));
+            let get = |g: Group| b.next.iter().find(|x| x.0 == id(g)).map(|x| x.1);
+            match get(r.kind) {
+                Some(k) if k == plan.done => {
+                    // The VAL phase starts from the last token's pending writes.
+                    let mut w = [None; 3];
+                    for ((k, v), slot) in pending_groups(io, false).into_iter().zip(&mut w) {
+                        if let Some(key) = get(k) {
+                            let value =
+                                v.iter().enumerate().try_fold(0u32, |acc, (i, g)| Some(acc | get(*g)? << (4 * i)));
+                            let value = value.ok_or_else(|| {
+                                RunError::Program(alloc::format!("a write to row {key} without a value"))
+                            })?;
+                            *slot = Some((key as usize, value));
+                        }
+                    }
+                    return Ok(Pending { reg: w[0], global: w[1], shared: w[2] });
+                }
+                Some(_) => {}
+                None => {
+                    return Err(RunError::Program(alloc::format!(
+                        "the layers gave no next record (a stack deeper than {}?)",
+                        control::DEPTH
+                    )))
+                }
+            }
+            if records.len() as u64 >= limit {
+                return Err(MachineError::StepLimit(limit).into());
+            }
+            input = b.next;
+        }
     }
 
     /// A register-file copy's word for `row`, with the in-flight write applied.
