@@ -58,6 +58,6 @@ async fn qwengpu_kernels_run_on_the_gpu_layers_in_lockstep() {
 #[test]
 async fn qwengpu_batches_equal_the_cpu() {
     if let Some(g) = gpu().await {
-        assert!(checks::qwengpu_batches_equal_the_cpu(alloc::rc::Rc::new(g), &["vadd", "collatz"], 64).await > 0);
+        assert!(checks::qwengpu_batches_equal_the_cpu(alloc::rc::Rc::new(g), &["vadd"], 64).await > 0);
     }
 }
