@@ -187,6 +187,17 @@ test('BitNet tab: step through TL2 qgemm_lut, outputs within the bound, wasm ben
   console.log(`# wasm TL1 768x3072: scalar ${bench[0].gws} Gw/s, simd128 ${bench[1].gws} Gw/s (x${bench[1].ratio}), webgpu ${bench[2].gws} Gw/s`);
   console.log(`# ${adapter}`);
   await page.screenshot({ path: `${SHOTS}/bitnet-bench-webgpu.png`, fullPage: true });
+  // The backend selector runs one backend alone.
+  const rowsOf = () => page.$$eval('[data-testid=bench-results] tbody tr', (rows) => rows.map((r) =>
+    [r.dataset.backend, r.querySelector('[data-testid=bench-identical]').textContent]));
+  await page.selectOption('[data-testid=bench-backend]', 'webgpu');
+  await page.click('[data-testid=bench-run]');
+  await page.waitForSelector('[data-testid=bench-results] tr[data-backend=webgpu]', { timeout: 120_000 });
+  assert.deepEqual(await rowsOf(), [['webgpu', 'yes']]);
+  await page.selectOption('[data-testid=bench-backend]', 'simd128');
+  await page.click('[data-testid=bench-run]');
+  await page.waitForSelector('[data-testid=bench-results] tr[data-backend=simd128]', { timeout: 120_000 });
+  assert.deepEqual(await rowsOf(), [['simd128', 'yes']]);
   page.assertNoErrors();
   await page.close();
 });
@@ -561,6 +572,7 @@ test('Without WebGPU the tabs say so and benchmark on wasm only', async () => {
     await page.waitForSelector('[data-testid=bench-results]', { timeout: 60_000 });
     const backends = await page.$$eval('[data-testid=bench-results] tbody tr', (rows) => rows.map((r) => r.dataset.backend));
     assert.deepEqual(backends, ['scalar', 'simd128']);
+    assert.equal(await page.$eval('[data-testid=bench-backend] option[value=webgpu]', (o) => o.disabled), true);
     page.assertNoErrors();
     await page.close();
     // The qwenGPU tab offers WebGPU only where there is an adapter.

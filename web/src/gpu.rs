@@ -47,6 +47,11 @@ impl PageGpu {
     pub fn gpu(&self) -> Option<Rc<Gpu>> {
         self.gpu.get_value()
     }
+
+    /// Whether the adapter is ready (reactive: for options that need it).
+    pub fn gpu_ready(&self) -> bool {
+        matches!(self.status.get(), GpuStatus::Ready(_))
+    }
 }
 
 /// One line naming the adapter, or why the tab runs on wasm only.

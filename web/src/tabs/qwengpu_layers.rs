@@ -203,7 +203,7 @@ pub fn LayersPanel(
             }
         })
     };
-    let gpu_ready = move || matches!(page.status.get(), GpuStatus::Ready(_));
+    let gpu_ready = move || page.gpu_ready();
     let pick = move |ev| {
         backend.set(if event_target_value(&ev) == "webgpu" { Backend::WebGpu } else { Backend::Wasm });
     };

@@ -33,19 +33,23 @@ pub fn Bench(problem: Arc<Problem>) -> impl IntoView {
     let results = RwSignal::new(None::<Result<Vec<Result_>, String>>);
     let weights = (problem.m * problem.k) as f64;
     let page = PageGpu::get();
+    // "all", or one backend's name.
+    let choice = RwSignal::new("all".to_string());
     let run = {
         let p = problem.clone();
         move |_| {
             running.set(true);
             results.set(None);
             let p = p.clone();
+            let which = choice.get_untracked();
+            let wants = move |name: &str| which == "all" || which == name;
             // Let the page paint "running…" before the main thread is busy for a few seconds.
             set_timeout(
                 move || {
-                    let cpu = measure(&p);
+                    let cpu = measure(&p, &wants);
                     let ok = cpu.is_ok();
                     results.set(Some(cpu));
-                    match page.gpu().filter(|_| ok) {
+                    match page.gpu().filter(|_| ok && wants("webgpu")) {
                         None => running.set(false),
                         Some(gpu) => spawn_local(async move {
                             let row = measure_gpu(&gpu, &p).await;
@@ -69,7 +73,7 @@ pub fn Bench(problem: Arc<Problem>) -> impl IntoView {
         results.get().map(|r| match r {
             Err(e) => view! { <p class="error">{e}</p> }.into_any(),
             Ok(rows) => {
-                let scalar = rows.first().map(|r| r.ms).unwrap_or(f64::NAN);
+                let scalar = rows.iter().find(|r| r.backend == "scalar").map(|r| r.ms).unwrap_or(f64::NAN);
                 view! {
                     <table class="outputs" data-testid="bench-results">
                         <thead>
@@ -91,7 +95,7 @@ pub fn Bench(problem: Arc<Problem>) -> impl IntoView {
                                             <td>{r.backend}</td>
                                             <td class="num">{format!("{:.4}", r.ms)}</td>
                                             <td class="num" data-testid="bench-gws">{format!("{:.3}", weights / r.ms / 1e6)}</td>
-                                            <td class="num">{format!("{:.2}", scalar / r.ms)}</td>
+                                            <td class="num">{if scalar.is_nan() { "-".into() } else { format!("{:.2}", scalar / r.ms) }}</td>
                                             <td class="num">{r.gpu_ms.map(|g| format!("{g:.4}")).unwrap_or_else(|| "-".into())}</td>
                                             <td data-testid="bench-identical">{if r.identical { "yes" } else { "NO" }}</td>
                                         </tr>
@@ -117,6 +121,19 @@ pub fn Bench(problem: Arc<Problem>) -> impl IntoView {
                     problem.k,
                 )}
             </p>
+            <label>
+                "backend "
+                <select data-testid="bench-backend" prop:disabled=move || running.get()
+                    on:change=move |ev| choice.set(event_target_value(&ev))>
+                    <option value="all" selected=true>"all"</option>
+                    {Backend::available()
+                        .into_iter()
+                        .map(|b| view! { <option value=b.name()>{b.name()}</option> })
+                        .collect_view()}
+                    <option value="webgpu" prop:disabled=move || !page.gpu_ready()>"webgpu"</option>
+                </select>
+            </label>
+            " "
             <button data-testid="bench-run" on:click=run disabled=move || running.get()>
                 {move || if running.get() { "running…" } else { "benchmark" }}
             </button>
@@ -125,13 +142,13 @@ pub fn Bench(problem: Arc<Problem>) -> impl IntoView {
     }
 }
 
-fn measure(p: &Problem) -> Result<Vec<Result_>, String> {
+fn measure(p: &Problem, wants: &dyn Fn(&str) -> bool) -> Result<Vec<Result_>, String> {
     let perf = window().performance().ok_or("this browser has no performance clock")?;
     let mut now = || perf.now();
     // The scalar output the problem already holds is what every backend must reproduce.
     let reference = &p.output;
     let mut rows = Vec::new();
-    for backend in Backend::available() {
+    for backend in Backend::available().into_iter().filter(|b| wants(b.name())) {
         let mut y = vec![0f32; p.m];
         let mut failed = None;
         let ms = time_per_call(
