@@ -16,7 +16,7 @@ use super::{Gpu, GpuError};
 use crate::qwengpu::head::{Columns, MemLayer};
 use crate::qwengpu::mlp::{MlpLayer, NO_SECOND};
 use crate::qwengpu::net::{silu, Layer, State, Stream, StreamError};
-use crate::qwengpu::run::{Batch, ExecPlan, NO_KEY};
+use crate::qwengpu::run::{Batch, ExecPlan, LocalFuture, RunError, NO_KEY};
 use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -410,6 +410,23 @@ impl GpuLayers {
     }
 }
 
+/// A GPU call as the runner's future: natively finished here (each read-back blocks), in the
+/// page left to the browser's event loop.
+fn for_runner<'a, T: 'a>(
+    call: impl core::future::Future<Output = Result<Result<T, StreamError>, GpuError>> + 'a,
+) -> LocalFuture<'a, Result<T, RunError>> {
+    let run = async move {
+        match call.await {
+            Ok(result) => Ok(result?),
+            Err(e) => Err(RunError::Program(alloc::format!("GPU: {e}"))),
+        }
+    };
+    #[cfg(not(target_arch = "wasm32"))]
+    return alloc::boxed::Box::pin(core::future::ready(super::block_on(run)));
+    #[cfg(target_arch = "wasm32")]
+    return alloc::boxed::Box::pin(run);
+}
+
 /// The GPU as a [`Runner`](crate::qwengpu::run::Runner)'s executor. `G` is how the caller
 /// holds its [`Gpu`] (a reference natively, an `Rc` in the page). Natively each token blocks
 /// until its read-back, so `Runner::launch` works; in the browser use `Runner::launch_async`.
@@ -427,40 +444,22 @@ impl<G: core::ops::Deref<Target = Gpu>> crate::qwengpu::run::Executor for GpuExe
         self.layers.take_gpu_seconds()
     }
 
+    fn forward<'a>(
+        &'a mut self,
+        s: &'a Stream,
+        st: &'a mut State,
+        layers: &'a mut [Layer],
+    ) -> LocalFuture<'a, Result<(), RunError>> {
+        for_runner(self.layers.forward(&self.gpu, s, st, layers))
+    }
+
     fn run_batch<'a>(
         &'a mut self,
         plan: &'a ExecPlan,
         input: &'a [(u32, u32)],
         tokens: u32,
         records: u32,
-    ) -> Option<crate::qwengpu::run::LocalFuture<'a, Result<Batch, crate::qwengpu::run::RunError>>> {
-        let run = async move {
-            match self.layers.batch(&self.gpu, plan, input, tokens, records).await {
-                Ok(result) => Ok(result?),
-                Err(e) => Err(crate::qwengpu::run::RunError::Program(alloc::format!("GPU: {e}"))),
-            }
-        };
-        #[cfg(not(target_arch = "wasm32"))]
-        return Some(alloc::boxed::Box::pin(core::future::ready(super::block_on(run))));
-        #[cfg(target_arch = "wasm32")]
-        return Some(alloc::boxed::Box::pin(run));
-    }
-
-    fn forward<'a>(
-        &'a mut self,
-        s: &'a Stream,
-        st: &'a mut State,
-        layers: &'a mut [Layer],
-    ) -> crate::qwengpu::run::LocalFuture<'a, Result<(), crate::qwengpu::run::RunError>> {
-        let run = async move {
-            match self.layers.forward(&self.gpu, s, st, layers).await {
-                Ok(result) => Ok(result?),
-                Err(e) => Err(crate::qwengpu::run::RunError::Program(alloc::format!("GPU: {e}"))),
-            }
-        };
-        #[cfg(not(target_arch = "wasm32"))]
-        return alloc::boxed::Box::pin(core::future::ready(super::block_on(run)));
-        #[cfg(target_arch = "wasm32")]
-        return alloc::boxed::Box::pin(run);
+    ) -> Option<LocalFuture<'a, Result<Batch, RunError>>> {
+        Some(for_runner(self.layers.batch(&self.gpu, plan, input, tokens, records)))
     }
 }
