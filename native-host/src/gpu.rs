@@ -13,7 +13,7 @@ use kernels_wasm::bitnet::threads;
 use kernels_wasm::bitnet::tl1::Tl1Matrix;
 use kernels_wasm::bitnet::tl2::Tl2Matrix;
 use kernels_wasm::gpu::bitnet::GpuMatrix;
-use kernels_wasm::gpu::qwengpu::{GpuExecutor, GpuLayers, MAX_BATCH};
+use kernels_wasm::gpu::qwengpu::{GpuExecutor, MAX_BATCH};
 use kernels_wasm::gpu::{block_on, Gpu};
 use kernels_wasm::qwengpu::compiled::Compiled;
 use kernels_wasm::qwengpu::isa::MachineSpec;
@@ -143,10 +143,9 @@ fn qwengpu(gpu: &Rc<Gpu>, names: &[String], sizes: &[u32]) -> Result<()> {
     let suite = kernels();
     let spec = MachineSpec::default();
     let compiled = Compiled::new(spec).context("compiling the qwenGPU machine")?;
-    let layers = GpuLayers::new(gpu, &compiled.stream, &compiled.layers)?;
-    let gpu = gpu.clone();
+    let exec = GpuExecutor::new(gpu.clone(), &compiled)?;
     let mut runner = Runner::new(compiled);
-    runner.executor = Some(Box::new(GpuExecutor { gpu, layers }));
+    runner.executor = Some(Box::new(exec));
     println!();
     println!(
         "qwenGPU compiled layers on the GPU (a step is one warp running one ROM block; a token one lane-instruction):"

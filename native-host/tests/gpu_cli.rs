@@ -48,16 +48,15 @@ fn the_bench_times_every_format_and_checks_it_against_the_cpu() {
 
 #[test]
 fn bad_bench_arguments_are_named() {
-    let out = native_host(&["gpu", "bench", "--batch", "0"]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--batch 0: give 1 to 512 activation rows"));
-    let out = native_host(&["gpu", "bench", "--shapes", "12by4"]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("expected MxK"));
-    let out = native_host(&["gpu", "bench", "--tokens-per-submit", "0"]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--tokens-per-submit 0: give 1 to"));
-    let out = native_host(&["gpu", "bench", "--qwengpu", "nope"]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--qwengpu: no kernel \"nope\" in the suite"));
+    for (args, says) in [
+        (["--batch", "0"], "--batch 0: give 1 to 512 activation rows"),
+        (["--shapes", "12by4"], "expected MxK"),
+        (["--tokens-per-submit", "0"], "--tokens-per-submit 0: give 1 to"),
+        (["--qwengpu", "nope"], "--qwengpu: no kernel \"nope\" in the suite"),
+    ] {
+        let out = native_host(&["gpu", "bench", args[0], args[1]]);
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
 }

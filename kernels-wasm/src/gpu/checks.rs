@@ -152,16 +152,16 @@ pub async fn qwengpu_kernels_in_lockstep<G>(gpu: G, names: &[&str]) -> Vec<(&'st
 where
     G: core::ops::Deref<Target = Gpu> + 'static,
 {
-    use super::qwengpu::{GpuExecutor, GpuLayers};
+    use super::qwengpu::GpuExecutor;
     use crate::qwengpu::compiled::Compiled;
     use crate::qwengpu::isa::MachineSpec;
     use crate::qwengpu::run::Runner;
     use crate::qwengpu::suite::kernels;
     let spec = MachineSpec::default();
     let c = Compiled::new(spec).unwrap();
-    let layers = GpuLayers::new(&gpu, &c.stream, &c.layers).unwrap();
+    let exec = GpuExecutor::new(gpu, &c).unwrap();
     let mut r = Runner::new(c);
-    r.executor = Some(alloc::boxed::Box::new(GpuExecutor { gpu, layers }));
+    r.executor = Some(alloc::boxed::Box::new(exec));
     let (mut failed, mut ran) = (Vec::new(), Vec::new());
     for k in kernels().into_iter().filter(|k| names.is_empty() || names.contains(&k.name)) {
         let (kernel, p, _) = k.machine(k.ptx, &spec).unwrap();
@@ -186,16 +186,16 @@ pub async fn qwengpu_batches_equal_the_cpu<G>(gpu: G, names: &[&str], batch: u32
 where
     G: core::ops::Deref<Target = Gpu> + 'static,
 {
-    use super::qwengpu::{GpuExecutor, GpuLayers};
+    use super::qwengpu::GpuExecutor;
     use crate::qwengpu::compiled::Compiled;
     use crate::qwengpu::isa::MachineSpec;
     use crate::qwengpu::run::Runner;
     use crate::qwengpu::suite::kernels;
     let spec = MachineSpec::default();
     let (c, cpu) = (Compiled::new(spec).unwrap(), Compiled::new(spec).unwrap());
-    let layers = GpuLayers::new(&gpu, &c.stream, &c.layers).unwrap();
+    let exec = GpuExecutor::new(gpu, &c).unwrap();
     let (mut on_gpu, mut on_cpu) = (Runner::new(c), Runner::new(cpu));
-    on_gpu.executor = Some(alloc::boxed::Box::new(GpuExecutor { gpu, layers }));
+    on_gpu.executor = Some(alloc::boxed::Box::new(exec));
     (on_gpu.batch, on_gpu.lockstep, on_cpu.lockstep) = (batch, false, false);
     let mut tokens = 0;
     for k in kernels().into_iter().filter(|k| names.is_empty() || names.contains(&k.name)) {

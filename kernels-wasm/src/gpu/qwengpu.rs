@@ -435,6 +435,14 @@ pub struct GpuExecutor<G> {
     pub layers: GpuLayers,
 }
 
+impl<G: core::ops::Deref<Target = Gpu>> GpuExecutor<G> {
+    /// Uploads the compiled machine's layers to `gpu`.
+    pub fn new(gpu: G, c: &crate::qwengpu::compiled::Compiled) -> Result<Self, GpuError> {
+        let layers = GpuLayers::new(&gpu, &c.stream, &c.layers)?;
+        Ok(GpuExecutor { gpu, layers })
+    }
+}
+
 impl<G: core::ops::Deref<Target = Gpu>> crate::qwengpu::run::Executor for GpuExecutor<G> {
     fn reset(&mut self) {
         self.layers.reset(&self.gpu);

@@ -128,13 +128,19 @@ fn exact_sqrt_and_division_are_ieee() {
     assert!(flagged > 1000, "{flagged}");
 }
 
+/// The suite kernels `QWENGPU_GPU_KERNELS` names (comma-separated), or none: every one.
+fn picked_kernels() -> Vec<String> {
+    let names = std::env::var("QWENGPU_GPU_KERNELS").unwrap_or_default();
+    names.split(',').filter(|n| !n.is_empty()).map(String::from).collect()
+}
+
 /// Every suite kernel on the compiled qwenGPU layers on the GPU, in lockstep
 /// (`checks::qwengpu_kernels_in_lockstep`). `QWENGPU_GPU_KERNELS` (comma-separated) picks kernels.
 #[test]
 fn suite_kernels_run_on_the_gpu_layers_in_lockstep() {
     let Some(gpu) = gpu() else { return };
-    let names = std::env::var("QWENGPU_GPU_KERNELS").unwrap_or_default();
-    let names: Vec<&str> = names.split(',').filter(|n| !n.is_empty()).collect();
+    let names = picked_kernels();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let start = std::time::Instant::now();
     let ran = block_on(checks::qwengpu_kernels_in_lockstep(gpu, &names));
     let tokens: u64 = ran.iter().map(|r| r.2).sum();
@@ -151,8 +157,8 @@ fn suite_kernels_run_on_the_gpu_layers_in_lockstep() {
 #[test]
 fn batches_of_tokens_on_the_gpu_equal_the_cpu() {
     let Some(gpu) = gpu() else { return };
-    let names = std::env::var("QWENGPU_GPU_KERNELS").unwrap_or_default();
-    let names: Vec<&str> = names.split(',').filter(|n| !n.is_empty()).collect();
+    let names = picked_kernels();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let start = std::time::Instant::now();
     let tokens = block_on(checks::qwengpu_batches_equal_the_cpu(gpu, &names, 256));
     std::println!(

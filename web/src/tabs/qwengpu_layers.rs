@@ -7,7 +7,7 @@
 use crate::components::StepControls;
 use crate::gpu::{GpuLine, GpuStatus, PageGpu};
 use crate::logic::qwengpu::{layers_run, stack_lines, step_line, LayersRun};
-use kernels_wasm::gpu::qwengpu::{GpuExecutor, GpuLayers};
+use kernels_wasm::gpu::qwengpu::GpuExecutor;
 use kernels_wasm::qwengpu::compiled::Compiled;
 use kernels_wasm::qwengpu::isa::MachineSpec;
 use kernels_wasm::qwengpu::run::{Executor, Runner, TokenView};
@@ -43,8 +43,7 @@ async fn run_on(
             Some(e) => e,
             None => {
                 let gpu = page.gpu().ok_or("WebGPU is not available in this browser")?;
-                let layers = GpuLayers::new(&gpu, &r.c.stream, &r.c.layers).map_err(|e| format!("WebGPU: {e}"))?;
-                Box::new(GpuExecutor { gpu, layers })
+                Box::new(GpuExecutor::new(gpu, &r.c).map_err(|e| format!("WebGPU: {e}"))?)
             }
         };
         r.executor = Some(exec);
