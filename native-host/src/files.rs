@@ -128,6 +128,30 @@ fn walk(base: &Path, dir: &Path, root: FileRoot, depth: usize, out: &mut Vec<Mod
     }
 }
 
+/// The host's own cache directory `$TMPDIR/substrates-NAME-EUID` (the bridge's dummy models): made
+/// 0700 if missing, and used only if it is a real directory (not a link) owned by this user with no
+/// access for others, so nobody else can have planted or swapped a file in it.
+pub fn private_dir(name: &str) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    let dir = std::env::temp_dir().join(format!("substrates-{name}-{uid}"));
+    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(with_path(e, &dir)),
+    }
+    let meta = std::fs::symlink_metadata(&dir).map_err(|e| with_path(e, &dir))?;
+    if !meta.is_dir() || meta.uid() != uid || meta.permissions().mode() & 0o077 != 0 {
+        let why = format!(
+            "{} is not a private directory of uid {uid} (a link, another owner, or open to others); remove it",
+            dir.display()
+        );
+        return Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, why));
+    }
+    Ok(dir)
+}
+
 fn with_path(e: std::io::Error, p: &Path) -> std::io::Error {
     std::io::Error::new(e.kind(), format!("{}: {e}", p.display()))
 }
@@ -183,6 +207,23 @@ mod tests {
         assert_eq!(r.info(FileRoot::Models, "sub").unwrap_err().code(), ErrorCode::PathRefused);
         let no_models = Roots::new(None, Some(&s.0.join("assets"))).unwrap();
         assert_eq!(no_models.info(FileRoot::Models, "m.gguf").unwrap_err().code(), ErrorCode::NotFound);
+    }
+
+    #[test]
+    fn private_dirs_refuse_what_another_user_could_have_planted() {
+        use std::os::unix::fs::PermissionsExt;
+        let name = format!("files-private-{}", std::process::id());
+        let dir = private_dir(&name).unwrap();
+        assert_eq!(std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
+        assert_eq!(private_dir(&name).unwrap(), dir, "reused when it is ours");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = private_dir(&name).unwrap_err();
+        assert!(e.to_string().contains("not a private directory"), "{e}");
+        std::fs::remove_dir(&dir).unwrap();
+        let s = scratch("private");
+        std::os::unix::fs::symlink(&s.0, &dir).unwrap();
+        assert!(private_dir(&name).is_err(), "a link is refused");
+        std::fs::remove_file(&dir).unwrap();
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod files;
 pub mod gpu;
 pub mod probe;
 pub mod qwengpu;
+pub mod sandbox;
 pub mod token;
 
 /// Prints a line to stdout, ignoring a closed pipe: a bridge whose log reader went away keeps

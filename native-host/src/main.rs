@@ -4,6 +4,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use native_host::bridge::{self, Config, DEFAULT_ORIGINS};
 use native_host::files::Roots;
+use native_host::qwengpu::Filter;
 use native_host::{probe, token};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -105,6 +106,10 @@ struct ServeArgs {
     /// Another page origin allowed to connect (repeatable), e.g. http://127.0.0.1:9000.
     #[arg(long = "allow-origin", value_name = "URL")]
     allow_origin: Vec<String>,
+    /// Skip the friendly line filter on CUDA source (the sandbox alone then keeps host files
+    /// unread; the tests use this to prove it).
+    #[arg(long, hide = true)]
+    no_include_filter: bool,
 }
 
 #[tokio::main]
@@ -186,6 +191,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         host_version: version.to_string(),
         ebpf_run: Default::default(),
         esp32_run: Default::default(),
+        include_filter: if args.no_include_filter { Filter::Off } else { Filter::On },
     };
     tokio::select! {
         () = bridge::serve(listener, config) => {}

@@ -3,6 +3,7 @@
 //! step says which one and how to fix it.
 
 mod fetch;
+mod fuzz;
 mod procs;
 mod serve;
 mod setup;
@@ -25,6 +26,12 @@ enum Command {
     Serve(serve::Args),
     /// Install what is missing and run every test: native, wasm in headless Chromium, end to end.
     Test(test::Args),
+    /// The bridge under hostile load (32 clients, loopback only) for two minutes, with its table.
+    Soak {
+        /// How long [default: 120 s; `cargo xtask test` runs 20 s of it].
+        #[arg(long, default_value_t = 120)]
+        seconds: u32,
+    },
     /// Time the BitNet kernels in headless Chromium (wasm scalar vs simd128) and print a table.
     WasmBench,
     /// Only install the prerequisites (what serve and test do first).
@@ -41,6 +48,7 @@ fn main() {
         Command::Serve(args) => serve::run(args),
         Command::Test(args) => test::run(args),
         Command::WasmBench => test::wasm_bench(),
+        Command::Soak { seconds } => fuzz::soak(seconds),
         Command::Setup { test } => {
             setup::prerequisites(if test { setup::For::Test } else { setup::For::Serve }).map(drop)
         }

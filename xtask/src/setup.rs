@@ -101,6 +101,20 @@ pub fn host_has_avx512() -> bool {
     ["avx512f", "avx512bw", "avx512vbmi", "avx512_vnni"].iter().all(|f| first.split_whitespace().any(|x| x == *f))
 }
 
+/// The nightly toolchain (cargo fuzz needs it), installed minimal if missing.
+pub fn nightly() -> Result<()> {
+    let has = Command::new("rustup").args(["run", "nightly", "rustc", "--version"]).output();
+    if has.is_ok_and(|o| o.status.success()) {
+        println!("  ok  nightly toolchain");
+        return Ok(());
+    }
+    println!("  ..  nightly toolchain: installing");
+    timed(
+        "rustup toolchain install nightly --profile minimal",
+        Command::new("rustup").args(["toolchain", "install", "nightly", "--profile", "minimal"]),
+    )
+}
+
 /// Miri on the nightly toolchain, for checking the AVX-512 kernels on CPUs without AVX-512.
 /// `Err` says why it is not available; the caller reports that suite as failed.
 pub fn miri() -> Result<()> {

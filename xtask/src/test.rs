@@ -17,20 +17,33 @@ const E2E_BRIDGE_PORT: u16 = 18787;
 const E2E_WEB_PORT: u16 = 18080;
 
 /// The suites, in the order they run.
-const SUITES: [&str; 6] = ["native", "wasm", "neon", "esp32", "avx512", "e2e"];
+const SUITES: [&str; 7] = ["native", "wasm", "neon", "esp32", "avx512", "e2e", "fuzz"];
+/// Run only when named with `--only`: the instrumented fuzz build would push a fresh machine's
+/// run past an hour (the native suite replays the same corpora without libFuzzer).
+const ON_REQUEST: [&str; 1] = ["fuzz"];
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Run only these suites, comma-separated: native, wasm, neon, esp32, avx512, e2e [default: all].
+    /// Run only these suites, comma-separated: native, wasm, neon, esp32, avx512, e2e, fuzz
+    /// [default: all but fuzz].
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// Seconds of fuzzing per target in the fuzz suite.
+    #[arg(long, default_value_t = crate::fuzz::SHORT_RUN_S)]
+    fuzz_seconds: u32,
 }
 
 pub fn run(args: Args) -> Result<()> {
     if let Some(bad) = args.only.iter().find(|s| !SUITES.contains(&s.as_str())) {
         bail!("--only {bad}: the suites are {}", SUITES.join(", "));
     }
-    let want = |suite: &str| args.only.is_empty() || args.only.iter().any(|s| s == suite);
+    let want = |suite: &str| {
+        if args.only.is_empty() {
+            !ON_REQUEST.contains(&suite)
+        } else {
+            args.only.iter().any(|s| s == suite)
+        }
+    };
     let tools = setup::prerequisites(For::Test)?;
     procs::catch_signals();
     let mut results: Vec<(&str, Duration, Result<()>)> = Vec::new();
@@ -120,6 +133,13 @@ pub fn run(args: Args) -> Result<()> {
         let t = Instant::now();
         let e2e = e2e(&tools);
         results.push(("end to end (node --test, playwright-core)", t.elapsed(), e2e));
+    }
+
+    if want("fuzz") {
+        step("fuzzing: every target's corpus and a short coverage-guided run (cargo fuzz)");
+        let t = Instant::now();
+        let fuzz = crate::fuzz::run(args.fuzz_seconds);
+        results.push(("fuzz (cargo fuzz, libFuzzer)", t.elapsed(), fuzz));
     }
 
     step("summary");

@@ -20,16 +20,15 @@ pub const FIXTURE: &str = "fixtures/bitnet-cpp/tiny.i2_s.gguf";
 /// Dummy layouts the bridge makes on request (about a second each).
 pub const DUMMY_SIZES: [&str; 2] = ["tiny", "125M"];
 
-/// A dummy model in this host's temporary directory, written once (the bridge's own file: no
-/// user path is involved).
+/// A dummy model in this host's private cache directory, written once (the bridge's own file: no
+/// user path is involved; a failed write leaves only its removed `.partial`).
 fn dummy_file(size: &str, quant: &str) -> Result<PathBuf, Failure> {
     let Some(c) = DUMMY_SIZES.iter().find(|s| s.eq_ignore_ascii_case(size)).and_then(|s| Config::dummy(s)) else {
         return Err(bad(format!("dummy size {size:?}: give one of {}", DUMMY_SIZES.join(", "))));
     };
     let q = parse_quant(quant).map_err(|e| bad(e.to_string()))?;
-    let dir = std::env::temp_dir().join("substrates-esp32");
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| Failure { code: ErrorCode::Io, message: format!("{}: {e}", dir.display()) })?;
+    let dir = crate::files::private_dir("esp32")
+        .map_err(|e| Failure { code: ErrorCode::Io, message: format!("the dummy models' directory: {e}") })?;
     let path = dir.join(format!("dummy-{}-{}.gguf", size.to_ascii_lowercase(), q.name()));
     if !path.exists() {
         let name = format!("bitnet-dummy-{}", size.to_uppercase());

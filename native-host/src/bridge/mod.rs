@@ -42,6 +42,8 @@ pub struct Config {
     pub ebpf_run: Arc<std::sync::Mutex<()>>,
     /// Held by the one ESP32 cluster run the host allows at a time (it starts node processes).
     pub esp32_run: Arc<std::sync::Mutex<()>>,
+    /// Whether CUDA source is also screened line by line before the sandboxed compiler sees it.
+    pub include_filter: crate::qwengpu::Filter,
 }
 
 /// Accepts connections until the returned future is dropped.

@@ -90,12 +90,18 @@ impl Task {
             }
             Request::QwengpuCompile { cuda } => {
                 use crate::qwengpu::SourceError;
-                let ptx = blocking(move || crate::qwengpu::cuda_source_to_ptx(&cuda)).await?;
+                use crate::sandbox::SandboxError;
+                let filter = self.config.include_filter;
+                let ptx = blocking(move || crate::qwengpu::cuda_source_to_ptx(&cuda, filter)).await?;
                 ptx.map(|ptx| Reply::QwengpuPtx { ptx }).map_err(|e| {
                     let code = match e {
                         SourceError::TooLarge(_) | SourceError::Compiler(_) => ErrorCode::BadRequest,
+                        SourceError::Sandbox(SandboxError::Timeout { .. } | SandboxError::TooMuchOutput { .. }) => {
+                            ErrorCode::BadRequest
+                        }
                         SourceError::Include(_) => ErrorCode::PathRefused,
-                        SourceError::Timeout(_) | SourceError::Io(_) => ErrorCode::Internal,
+                        SourceError::Busy => ErrorCode::Busy,
+                        SourceError::Sandbox(_) | SourceError::Io(_) => ErrorCode::Internal,
                     };
                     Failure::new(code, e.to_string())
                 })

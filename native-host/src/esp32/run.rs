@@ -4,6 +4,7 @@
 
 use super::link::Addr;
 use super::{now_us, Board};
+use crate::sandbox::{self, Limits, Sandbox};
 use anyhow::{bail, Context, Result};
 use kernels_wasm::bitnet::blob::Shared;
 use kernels_wasm::bitnet::model::par::Single;
@@ -15,7 +16,7 @@ use kernels_wasm::gguf::Gguf;
 use kernels_wasm::protocol::esp32::{Esp32Event, Esp32Summary};
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::Arc;
 
 #[derive(clap::Args, Clone, Debug)]
@@ -72,13 +73,24 @@ impl Drop for Children {
     }
 }
 
-/// Starts `n` emulated nodes on free loopback ports; their addresses.
+/// What an emulated node may do: run this program, listen on loopback, and nothing else. It opens
+/// no file (its blocks come over the link), runs as nobody without capabilities, and its memory is
+/// bounded well above the largest board the bridge allows (64 MiB of PSRAM). No file-size limit: it
+/// writes only to the stderr it inherits, which may be a long log file, and can create no file.
+fn node_sandbox(exe: &std::path::Path) -> Result<Sandbox> {
+    let limits = Limits { cpu_seconds: 3600, address_space: 2 << 30, file_size: libc::RLIM_INFINITY, open_files: 64 };
+    Ok(Sandbox { exec: sandbox::program_files(exe)?, read: vec![], write: vec![], network: true, limits })
+}
+
+/// Starts `n` emulated nodes on free loopback ports, each in its sandbox; their addresses.
 fn start_nodes(n: usize, a: &Args) -> Result<(Children, Vec<Addr>)> {
     let exe = std::env::current_exe().context("finding this program to start emulated nodes")?;
+    let sandbox = node_sandbox(&exe)?;
     let mut children = Children(Vec::new());
     let mut addrs = Vec::new();
     for i in 0..n {
-        let mut child = Command::new(&exe)
+        let mut child = sandbox
+            .command(&exe)?
             .args(["esp32", "node", "--listen", "127.0.0.1:0", "--name"])
             .arg(format!("esp32-s3 #{i} (emulated)"))
             .args(a.board.to_args())
