@@ -14,6 +14,7 @@ pub mod bridge;
 pub mod ebpf;
 pub mod esp32;
 pub mod files;
+pub mod fuzz;
 pub mod gpu;
 pub mod probe;
 pub mod qwengpu;

@@ -35,6 +35,13 @@ pub fn run(seconds: u32) -> Result<()> {
     // One target/ for the workspace: the instrumented build lives beside the others.
     let target_dir = root().join("target/fuzz");
     let targets = targets()?;
+    step("writing the generated seeds (binary formats, from the project's encoders) to fuzz/corpus/*/gen-*");
+    timed(
+        "cargo test -p native-host --lib fuzz::tests::write_generated_seeds -- --ignored",
+        Command::new("cargo")
+            .args(["test", "-p", "native-host", "--lib", "fuzz::tests::write_generated_seeds", "--", "--ignored"])
+            .current_dir(root()),
+    )?;
     step(&format!("building {} fuzz targets (cargo +nightly fuzz build)", targets.len()));
     timed(
         "cargo +nightly fuzz build",

@@ -503,13 +503,14 @@ impl<L: Link> Cluster<L> {
             let (mut compute, mut link) = (0, 0);
             let mut x = self.forward(g.prompt + g.tokens.len() - 1, x, model.config.dim, &mut |e| {
                 if let Esp32Event::Step { hops, .. } = &e {
-                    compute += hops.iter().map(|h| h.compute_us).sum::<u64>();
-                    link += hops.iter().map(|h| h.link_us).sum::<u64>();
+                    // Saturating: the times derive from counts the nodes report.
+                    compute = hops.iter().fold(compute, |a: u64, h| a.saturating_add(h.compute_us));
+                    link = hops.iter().fold(link, |a: u64, h| a.saturating_add(h.link_us));
                 }
                 on(e)
             })?;
-            g.compute_us += compute;
-            g.link_us += link;
+            g.compute_us = g.compute_us.saturating_add(compute);
+            g.link_us = g.link_us.saturating_add(link);
             g.steps += 1;
             g.logits = model.head(&mut x, ex, Logits::Last)?;
         }
@@ -519,7 +520,7 @@ impl<L: Link> Cluster<L> {
     /// The totals so far: modelled tokens per second over the generation steps (the prompt
     /// apart), the link's share of that time, the emulation's wall rate.
     pub fn summary(&self, g: &Generation) -> Esp32Summary {
-        let total = g.compute_us + g.link_us;
+        let total = g.compute_us.saturating_add(g.link_us);
         let per_s = |us: u64| if us == 0 { 0.0 } else { g.steps as f64 * 1e6 / us as f64 };
         Esp32Summary {
             tokens: g.tokens.clone(),

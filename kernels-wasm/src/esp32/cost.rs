@@ -46,17 +46,20 @@ impl CostModel {
         }
     }
 
-    /// Modelled microseconds for `c`.
+    /// Modelled microseconds for `c`. The counts come from the nodes, so any value must give an
+    /// answer: the sum is taken in u128 (six u64 products fit) and saturates at u64::MAX
+    /// (fuzzing found a node answering `flops = u64::MAX`).
     pub fn micros(&self, c: &Counts) -> u64 {
-        let cycles = c.simd_macs / self.simd_macs_per_cycle
-            + c.simd_macs / 16 * self.simd_unpack_cycles_per_16
-            + c.lut_lookups * self.lut_cycles
-            + c.lut_entries * self.lut_entry_cycles
-            + c.flops * self.flop_cycles
-            + c.transcendentals * self.transcendental_cycles;
-        let compute = cycles as u128 * 1_000_000 / self.clock_hz.max(1) as u128;
-        let memory = (c.weight_bytes + c.kv_bytes) as u128 * 1_000_000 / self.psram_bytes_per_s.max(1) as u128;
-        (compute + memory) as u64
+        let w = |n: u64, cycles: u64| n as u128 * cycles as u128;
+        let cycles = c.simd_macs as u128 / self.simd_macs_per_cycle.max(1) as u128
+            + w(c.simd_macs / 16, self.simd_unpack_cycles_per_16)
+            + w(c.lut_lookups, self.lut_cycles)
+            + w(c.lut_entries, self.lut_entry_cycles)
+            + w(c.flops, self.flop_cycles)
+            + w(c.transcendentals, self.transcendental_cycles);
+        let compute = cycles.saturating_mul(1_000_000) / self.clock_hz.max(1) as u128;
+        let memory = (c.weight_bytes as u128 + c.kv_bytes as u128) * 1_000_000 / self.psram_bytes_per_s.max(1) as u128;
+        u64::try_from(compute + memory).unwrap_or(u64::MAX)
     }
 }
 
@@ -66,7 +69,7 @@ pub fn link_micros(bytes: u64, bps: u64) -> u64 {
     if bps == 0 {
         0
     } else {
-        (bytes as u128 * 10 * 1_000_000 / bps as u128) as u64
+        u64::try_from(bytes as u128 * 10 * 1_000_000 / bps as u128).unwrap_or(u64::MAX)
     }
 }
 

@@ -115,8 +115,10 @@ impl GgmlType {
             GgmlType::I2_S | GgmlType::TL1 => Some(n.div_ceil(4) + 32),
             GgmlType::TL2 => {
                 let (k, m) = (dims[0], n / dims[0]);
-                let three = k.checked_sub(256)?.checked_mul(m)? / 3 * 5 / 8;
-                Some((three + 256 * m / 2 * 4 / 8).next_multiple_of(32) + 32)
+                // Checked throughout: a header may declare any dims (fuzzing found [u64::MAX, 1]).
+                let three = (k.checked_sub(256)?.checked_mul(m)? / 3).checked_mul(5)? / 8;
+                let two = m.checked_mul(256)? / 2 * 4 / 8;
+                three.checked_add(two)?.checked_next_multiple_of(32)?.checked_add(32)
             }
             _ => {
                 let block = self.block_elements() as u64;

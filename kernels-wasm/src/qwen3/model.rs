@@ -9,6 +9,9 @@ use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
 
+/// Every dimension of a model the kernels run is at most this (real ones are below 2^18).
+const MAX_DIM: usize = 1 << 20;
+
 /// The shape of a Qwen3-family decoder. llama and qwen2 checkpoints fit it too: llama has no
 /// QK-norm, qwen2 adds q/k/v biases; both may untie the LM head (see [`FloatModel::lm_head`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -85,6 +88,9 @@ impl Config {
         Config::NAMED.iter().find(|(n, _)| *n == name).map(|(_, c)| *c)
     }
 
+    /// The largest dimension [`Config::check`] accepts.
+    pub const MAX_DIMENSION: usize = MAX_DIM;
+
     pub fn q_rows(&self) -> usize {
         self.heads * self.head_dim
     }
@@ -112,6 +118,19 @@ impl Config {
         let c = self;
         if c.hidden == 0 || c.intermediate == 0 || c.layers == 0 || c.vocab == 0 || c.heads == 0 || c.kv_heads == 0 {
             return Err("a dimension is zero".into());
+        }
+        // Headers may declare anything: bounding each dimension keeps every product the shapes
+        // take (q_rows, kv_rows, qkv_rows) far inside a usize (fuzzing found 2^62 heads).
+        let dims = [
+            ("hidden", c.hidden),
+            ("intermediate", c.intermediate),
+            ("layers", c.layers),
+            ("vocab", c.vocab),
+            ("heads", c.heads),
+            ("kv_heads", c.kv_heads),
+        ];
+        if let Some((what, v)) = dims.iter().find(|(_, v)| *v > MAX_DIM) {
+            return Err(alloc::format!("{what} {v} is over the limit of {MAX_DIM}"));
         }
         if !c.heads.is_multiple_of(c.kv_heads) {
             return Err(alloc::format!("{} query heads are not a multiple of {} KV heads", c.heads, c.kv_heads));

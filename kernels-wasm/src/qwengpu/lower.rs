@@ -393,7 +393,8 @@ pub fn lower(entry: &Entry, spec: &MachineSpec) -> Result<Kernel, PtxError> {
     let mut shared_bytes = 0usize;
     for (name, bytes) in &entry.shared {
         shared.insert(name.clone(), shared_bytes as u32);
-        shared_bytes += bytes.next_multiple_of(4);
+        // Saturating: any sum past the machine's memory is refused just below, however large.
+        shared_bytes = shared_bytes.saturating_add(bytes.checked_next_multiple_of(4).unwrap_or(usize::MAX));
     }
     if shared_bytes > spec.shared_words * 4 {
         return err(

@@ -168,8 +168,9 @@ pub fn parse(text: &str, entry: Option<&str>) -> Result<Entry, PtxError> {
                         None => (last, Some(4)),
                     };
                     let elem = if decl.contains(".b8") || decl.contains(".u8") { 1 } else { 4 };
-                    match bytes {
-                        Some(b) => shared.push((name.to_string(), b * elem)),
+                    // Any length may be written; one past the address space is refused here.
+                    match bytes.and_then(|b| b.checked_mul(elem)) {
+                        Some(b) => shared.push((name.to_string(), b)),
                         None => return err(line, alloc::format!("shared variable {decl:?}")),
                     }
                     continue;

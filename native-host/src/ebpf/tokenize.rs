@@ -33,9 +33,25 @@ pub struct TextTokenizer {
 
 impl TextTokenizer {
     pub fn from_file(path: &Path) -> Result<Self, TokenizerError> {
-        let inner = tokenizers::Tokenizer::from_file(path)
-            .map_err(|e| TokenizerError::Load { path: path.to_path_buf(), why: e.to_string() })?;
-        Ok(TextTokenizer { inner, default_system: None })
+        let bytes =
+            std::fs::read(path).map_err(|e| TokenizerError::Load { path: path.to_path_buf(), why: e.to_string() })?;
+        Self::from_bytes(&bytes, path)
+    }
+
+    /// A tokenizer.json already in memory; `path` only names errors. The `tokenizers` crate
+    /// panics on some malformed files (an `expect` in its decoder deserialiser; fuzzing found
+    /// it), so its parse runs under `catch_unwind` and a panic is a load error like any other.
+    pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Self, TokenizerError> {
+        let load = |why: String| TokenizerError::Load { path: path.to_path_buf(), why };
+        let parsed = std::panic::catch_unwind(|| tokenizers::Tokenizer::from_bytes(bytes)).map_err(|panic| {
+            let what = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("no message");
+            load(format!("malformed tokenizer.json (the tokenizers crate gave up: {what})"))
+        })?;
+        Ok(TextTokenizer { inner: parsed.map_err(|e| load(e.to_string()))?, default_system: None })
     }
 
     /// The tokenizer a GGUF file carries (`tokenizer.ggml.*`): byte-level BPE (`model = gpt2`)
@@ -150,6 +166,15 @@ mod tests {
         assert_eq!(t.encode("<|im_start|>user\nhi<|im_end|>").unwrap(), [151644, 872, 198, 6023, 151645]);
         assert_eq!(t.decode(&[9707, 11, 1879, 0]).unwrap(), "Hello, world!");
         assert!(t.encode(&t.chat_prompt("hi")).unwrap().ends_with(&[151645, 198, 151644, 77091, 198]));
+    }
+
+    /// Found by fuzzing: a tokenizer.json on which the `tokenizers` crate panics (its decoder
+    /// deserialiser `expect`s); ours names it as a load error.
+    #[test]
+    fn a_tokenizer_file_the_crate_panics_on_is_a_load_error() {
+        let bytes = include_bytes!("../../../fuzz/corpus/tokenizer/crash-decoder-expect.json");
+        let err = TextTokenizer::from_bytes(bytes, Path::new("crash.json")).err().unwrap();
+        assert!(err.to_string().contains("crash.json: cannot load tokenizer: malformed tokenizer.json"), "{err}");
     }
 
     #[test]
