@@ -97,6 +97,10 @@ pub enum Decoded {
 #[derive(Debug, Default)]
 pub struct Decoder {
     buf: Vec<u8>,
+    /// Bytes of `buf` already consumed. Dropping them from the front at every step would cost
+    /// the buffer's length each time, quadratic for a stream of bad magics (fuzzing found it);
+    /// they are dropped in one go once they are half the buffer.
+    start: usize,
 }
 
 impl Decoder {
@@ -104,36 +108,45 @@ impl Decoder {
         self.buf.extend_from_slice(bytes);
     }
 
+    fn consume(&mut self, n: usize) {
+        self.start += n;
+        if self.start * 2 >= self.buf.len() {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+    }
+
     /// Bytes held that do not yet make a frame.
     pub fn pending(&self) -> usize {
-        self.buf.len()
+        self.buf.len() - self.start
     }
 
     /// The next frame or corruption in what has arrived, or `None` if more bytes are needed.
     pub fn next_frame(&mut self) -> Option<Decoded> {
+        let buf = &self.buf[self.start..];
         // Skip to the first magic; junk before it is a damaged frame's tail.
-        let start = self.buf.windows(2).position(|w| w == MAGIC);
+        let start = buf.windows(2).position(|w| w == MAGIC);
         match start {
             Some(0) => {}
             Some(s) => {
-                self.buf.drain(..s);
+                self.consume(s);
                 return Some(Decoded::Corrupt("bytes outside a frame"));
             }
             None => {
                 // Keep a last 0xA5: it may be the start of a magic.
-                let keep = usize::from(self.buf.last() == Some(&MAGIC[0]));
-                let junk = self.buf.len() - keep;
-                self.buf.drain(..junk);
+                let keep = usize::from(buf.last() == Some(&MAGIC[0]));
+                let junk = buf.len() - keep;
+                self.consume(junk);
                 return (junk > 0).then_some(Decoded::Corrupt("bytes outside a frame"));
             }
         }
-        if self.buf.len() < HEADER {
+        if buf.len() < HEADER {
             return None;
         }
-        let len = u32::from_le_bytes([self.buf[6], self.buf[7], self.buf[8], self.buf[9]]) as usize;
-        let bad = if crc8(&self.buf[2..10]) != self.buf[10] {
+        let len = u32::from_le_bytes([buf[6], buf[7], buf[8], buf[9]]) as usize;
+        let bad = if crc8(&buf[2..10]) != buf[10] {
             Some("header CRC mismatch")
-        } else if self.buf[2] != WIRE_VERSION {
+        } else if buf[2] != WIRE_VERSION {
             Some("unknown version")
         } else if len > MAX_PAYLOAD {
             Some("length over the limit")
@@ -142,24 +155,21 @@ impl Decoder {
         };
         if let Some(why) = bad {
             // Drop this magic and look for the next one.
-            self.buf.drain(..2);
+            self.consume(2);
             return Some(Decoded::Corrupt(why));
         }
         let total = HEADER + len + 2;
-        if self.buf.len() < total {
+        if buf.len() < total {
             return None;
         }
-        let crc = u16::from_le_bytes([self.buf[total - 2], self.buf[total - 1]]);
-        if crc16(&self.buf[2..total - 2]) != crc {
-            self.buf.drain(..2);
+        let crc = u16::from_le_bytes([buf[total - 2], buf[total - 1]]);
+        if crc16(&buf[2..total - 2]) != crc {
+            self.consume(2);
             return Some(Decoded::Corrupt("CRC mismatch"));
         }
-        let frame = Frame {
-            cmd: self.buf[3],
-            seq: u16::from_le_bytes([self.buf[4], self.buf[5]]),
-            payload: self.buf[HEADER..total - 2].to_vec(),
-        };
-        self.buf.drain(..total);
+        let frame =
+            Frame { cmd: buf[3], seq: u16::from_le_bytes([buf[4], buf[5]]), payload: buf[HEADER..total - 2].to_vec() };
+        self.consume(total);
         Some(Decoded::Frame(frame))
     }
 }

@@ -452,6 +452,15 @@ pub fn lower(entry: &Entry, spec: &MachineSpec) -> Result<Kernel, PtxError> {
     for (block, succ) in blocks.iter_mut().zip(succs) {
         block.succ = succ;
     }
+    // The post-dominator sets are quadratic in the blocks: refuse a kernel that could never fit
+    // the ROM before building them (every basic block needs a ROM block of its own, and eight
+    // times the ROM leaves room for empty ones), not after (fuzzing found 50k labels).
+    if blocks.len() > 8 * spec.rom_blocks {
+        return err(
+            entry.line,
+            alloc::format!("{} basic blocks; the machine's ROM holds {} blocks", blocks.len(), spec.rom_blocks),
+        );
+    }
     let join = ipdoms(&blocks.iter().map(|b| b.succ.clone()).collect::<Vec<_>>());
     // 2. Translate.
     for b in &mut blocks {

@@ -62,14 +62,11 @@ pub use seeds::{seed_corpus, write_seed_corpus};
 /// Largest input a target reads; longer ones return at once, so no run allocates without bound
 /// because of the harness itself.
 pub const MAX_INPUT: usize = 1 << 20;
-/// Largest PTX text [`ptx`] reads: 18 times the suite's largest kernel. Lowering's
-/// post-dominator sets (`lower::ipdoms`) are quadratic in the number of basic blocks and are
-/// built before the ROM's 32-block limit is checked, so a megabyte of labels would be one known
-/// out-of-memory found over and over rather than a new finding per run.
-pub const MAX_PTX: usize = 64 * 1024;
-/// Largest byte stream [`esp32_frame`] reads: two maximal frames. The decoder drains its buffer
-/// from the front, so a buffer of nothing but magics costs its length squared.
-pub const MAX_STREAM: usize = 128 * 1024;
+/// Largest PTX text [`ptx`] reads (lowering refuses a kernel of more basic blocks than the ROM
+/// could hold before its quadratic post-dominator sets, so a megabyte is cheap).
+pub const MAX_PTX: usize = MAX_INPUT;
+/// Largest byte stream [`esp32_frame`] reads (the decoder consumes its buffer in linear time).
+pub const MAX_STREAM: usize = MAX_INPUT;
 /// Records (frames) one [`esp32_node`] or [`esp32_coordinator`] session takes.
 pub const MAX_RECORDS: usize = 512;
 

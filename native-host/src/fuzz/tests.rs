@@ -265,3 +265,30 @@ fn regression_a_node_reporting_huge_counts_overflows_the_coordinators_cost_model
     assert!(rows_seen);
     run_one("esp32_coordinator", "a node answering a forward with u64::MAX flops", &script);
 }
+
+#[test]
+fn regression_many_labels_are_refused_before_the_quadratic_post_dominators() {
+    let mut text = String::from(".visible .entry k(\n)\n{\n");
+    for i in 0..50_000 {
+        text.push_str(&format!("$L{i}:\nbra.uni $L{};\n", i + 1));
+    }
+    text.push_str("$L50000:\nret;\n}\n");
+    let e = kernels_wasm::qwengpu::lower::compile(&text, None, &MachineSpec::default()).unwrap_err();
+    assert!(e.to_string().contains("basic blocks"), "{e}");
+}
+
+#[test]
+fn regression_a_stream_of_bad_magics_decodes_in_linear_time() {
+    // 4 MiB of magics whose headers fail their CRC: each is one corruption, two bytes long.
+    // Dropping two bytes from the front of the buffer each time took hours; now it is linear.
+    let stream: Vec<u8> = std::iter::repeat([0xA5, 0x5A]).take(2 << 20).flatten().collect();
+    let mut d = Decoder::default();
+    d.push(&stream);
+    let mut corrupt = 0;
+    while let Some(x) = d.next_frame() {
+        assert!(matches!(x, Decoded::Corrupt(_)));
+        corrupt += 1;
+    }
+    assert!(corrupt > 1 << 20, "{corrupt}");
+    assert!(d.pending() < 16);
+}
