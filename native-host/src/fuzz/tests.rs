@@ -281,7 +281,7 @@ fn regression_many_labels_are_refused_before_the_quadratic_post_dominators() {
 fn regression_a_stream_of_bad_magics_decodes_in_linear_time() {
     // 4 MiB of magics whose headers fail their CRC: each is one corruption, two bytes long.
     // Dropping two bytes from the front of the buffer each time took hours; now it is linear.
-    let stream: Vec<u8> = std::iter::repeat([0xA5, 0x5A]).take(2 << 20).flatten().collect();
+    let stream: Vec<u8> = std::iter::repeat_n([0xA5, 0x5A], 2 << 20).flatten().collect();
     let mut d = Decoder::default();
     d.push(&stream);
     let mut corrupt = 0;
