@@ -116,37 +116,6 @@ fn bad_models_and_arguments_are_named() {
     assert!(!out.status.success() && err.contains("truncated"), "{err}");
 }
 
-/// Protobuf for a SentencePiece model: field 1 per piece (piece, score, type).
-fn sentencepiece_proto(pieces: &[(String, f32, i32)]) -> Vec<u8> {
-    fn varint(out: &mut Vec<u8>, mut v: u64) {
-        loop {
-            let b = (v & 0x7f) as u8;
-            v >>= 7;
-            if v == 0 {
-                out.push(b);
-                return;
-            }
-            out.push(b | 0x80);
-        }
-    }
-    let mut out = Vec::new();
-    for (p, score, ty) in pieces {
-        let mut m = vec![0x0a];
-        varint(&mut m, p.len() as u64);
-        m.extend_from_slice(p.as_bytes());
-        m.push(0x15);
-        m.extend_from_slice(&score.to_le_bytes());
-        m.push(0x18);
-        varint(&mut m, *ty as u64);
-        out.push(0x0a);
-        varint(&mut out, m.len() as u64);
-        out.extend(m);
-    }
-    // A trainer spec (field 2) the reader must skip.
-    out.extend([0x12, 0x02, 0x08, 0x01]);
-    out
-}
-
 #[test]
 fn a_hugging_face_checkpoint_converts_like_the_same_weights_in_an_f32_gguf() {
     use kernels_wasm::bitnet::model::config::Config;
@@ -235,7 +204,7 @@ fn a_hugging_face_checkpoint_converts_like_the_same_weights_in_an_f32_gguf() {
             _ => panic!(),
         })
         .collect();
-    std::fs::write(dir.join("tokenizer.model"), sentencepiece_proto(&pieces)).unwrap();
+    std::fs::write(dir.join("tokenizer.model"), native_host::fuzz::sentencepiece_proto(&pieces)).unwrap();
     // The same tensors as an f32 GGUF with the same metadata.
     let mut w = GgufWriter::default();
     for (k, v) in &meta {

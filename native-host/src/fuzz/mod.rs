@@ -57,7 +57,7 @@ mod tests;
 use harness::*;
 pub use harness::{record, records, scratch_root, Records};
 use seeds::*;
-pub use seeds::{seed_corpus, write_seed_corpus};
+pub use seeds::{seed_corpus, sentencepiece_proto, write_seed_corpus};
 
 /// Largest input a target reads; longer ones return at once, so no run allocates without bound
 /// because of the harness itself.

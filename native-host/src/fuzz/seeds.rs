@@ -226,7 +226,7 @@ pub(crate) fn generated_tokenizer_json() -> Option<Vec<u8>> {
 
 /// A SentencePiece `ModelProto`: the pieces (field 1: piece, score, type), then fields the
 /// reader skips, one of each wire type (a trainer and a normaliser spec, a fixed64, a fixed32).
-pub(crate) fn sentencepiece_proto(pieces: &[(&str, f32, i32)]) -> Vec<u8> {
+pub fn sentencepiece_proto<S: AsRef<str>>(pieces: &[(S, f32, i32)]) -> Vec<u8> {
     fn varint(out: &mut Vec<u8>, mut v: u64) {
         loop {
             let b = (v & 0x7f) as u8;
@@ -239,14 +239,15 @@ pub(crate) fn sentencepiece_proto(pieces: &[(&str, f32, i32)]) -> Vec<u8> {
         }
     }
     let mut out = Vec::new();
-    for &(piece, score, ty) in pieces {
+    for (piece, score, ty) in pieces {
+        let piece = piece.as_ref();
         let mut m = vec![0x0a];
         varint(&mut m, piece.len() as u64);
         m.extend_from_slice(piece.as_bytes());
         m.push(0x15);
         m.extend_from_slice(&score.to_le_bytes());
         m.push(0x18);
-        varint(&mut m, ty as u64);
+        varint(&mut m, *ty as u64);
         out.push(0x0a);
         varint(&mut out, m.len() as u64);
         out.extend_from_slice(&m);
