@@ -122,7 +122,11 @@ impl GgmlType {
             }
             _ => {
                 let block = self.block_elements() as u64;
-                (n % block == 0).then(|| n / block * self.block_bytes() as u64)
+                if !n.is_multiple_of(block) {
+                    return None;
+                }
+                // Checked: [2^62] f32 elements fit a u64, their bytes do not (libFuzzer found it).
+                (n / block).checked_mul(self.block_bytes() as u64)
             }
         }
     }

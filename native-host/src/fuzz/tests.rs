@@ -217,6 +217,17 @@ fn regression_tl2_tensor_size_overflows() {
 }
 
 #[test]
+fn regression_tensor_bytes_overflow_after_the_element_count() {
+    // Found by libFuzzer (fuzz/corpus/gguf/crash-block-bytes-overflow.gguf): the element count
+    // fits a u64, the bytes do not.
+    let mut w = GgufWriter::default();
+    w.tensor("t", &[1 << 62], GgmlType::F32, Vec::new());
+    run_one("gguf", "an f32 tensor of 2^62 elements", &w.to_bytes());
+    assert_eq!(GgmlType::F32.tensor_bytes(&[1 << 62]), None);
+    assert_eq!(GgmlType::F32.tensor_bytes(&[1 << 20]), Some(4 << 20));
+}
+
+#[test]
 fn regression_ptx_shared_size_overflows() {
     let text = ".visible .entry k(\n)\n{\n.shared .align 4 .b32 s[4611686018427387904];\nret;\n}\n";
     run_one("ptx", ".shared .b32 s[2^62]", text.as_bytes());
