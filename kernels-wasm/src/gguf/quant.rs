@@ -117,7 +117,8 @@ impl GgmlType {
                 let (k, m) = (dims[0], n / dims[0]);
                 // Checked throughout: a header may declare any dims (fuzzing found [u64::MAX, 1]).
                 let three = (k.checked_sub(256)?.checked_mul(m)? / 3).checked_mul(5)? / 8;
-                let two = m.checked_mul(256)? / 2 * 4 / 8;
+                // 256·m/2·4/8 is exactly 64·m (libFuzzer found m = 2^61 overflowing the ·4).
+                let two = m.checked_mul(64)?;
                 three.checked_add(two)?.checked_next_multiple_of(32)?.checked_add(32)
             }
             _ => {

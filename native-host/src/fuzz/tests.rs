@@ -225,6 +225,12 @@ fn regression_tensor_bytes_overflow_after_the_element_count() {
     run_one("gguf", "an f32 tensor of 2^62 elements", &w.to_bytes());
     assert_eq!(GgmlType::F32.tensor_bytes(&[1 << 62]), None);
     assert_eq!(GgmlType::F32.tensor_bytes(&[1 << 20]), Some(4 << 20));
+    // And TL2's second term (fuzz/corpus/gguf/crash-tl2-rows-overflow.gguf): 2^61 rows of 256.
+    assert_eq!(GgmlType::TL2.tensor_bytes(&[256, 1 << 61]), None);
+    // The formula as bitnet.cpp's ggml_nbytes gives it, on a real shape (K = 768, M = 3072).
+    let (k, m) = (768u64, 3072u64);
+    let want = ((k - 256) * m / 3 * 5 / 8 + 256 * m / 2 * 4 / 8).next_multiple_of(32) + 32;
+    assert_eq!(GgmlType::TL2.tensor_bytes(&[k, m]), Some(want));
 }
 
 #[test]
