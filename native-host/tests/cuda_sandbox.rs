@@ -9,28 +9,7 @@ use common::*;
 use kernels_wasm::protocol::{Reply, Request, ServerMessage};
 use native_host::qwengpu::source::compile_planted;
 use native_host::qwengpu::{cuda_source_to_ptx, Filter};
-use std::path::{Path, PathBuf};
-
-/// A random secret in a world-readable file outside every directory the compiler may read.
-struct Canary {
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-    secret: String,
-}
-
-fn canary() -> Canary {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::Builder::new().prefix("canary-cuda-").tempdir_in(std::env::temp_dir()).unwrap();
-    let mut b = [0u8; 16];
-    std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b)).unwrap();
-    // A C identifier, so an include of it parses far enough for clang to quote it back.
-    let secret = format!("canary_{}", b.iter().map(|x| format!("{x:02x}")).collect::<String>());
-    let path = dir.path().join("secret.h");
-    std::fs::write(&path, format!("{secret}\n")).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    Canary { _dir: dir, path, secret }
-}
+use std::path::Path;
 
 /// Every way we found for a source to name a file. `{P}` is the canary's absolute path, `{R}` the
 /// same relative to the compile directory's parent (both live in the temporary directory), `{D}`

@@ -325,13 +325,9 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_bridge_survives_hostile_load() {
     let secs: u64 = std::env::var("SUBSTRATES_SOAK_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
-    let canary = tempfile::Builder::new().prefix("canary-soak-").tempdir_in(std::env::temp_dir()).unwrap();
-    let mut random = [0u8; 12];
-    std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut random)).unwrap();
-    let secret = format!("canary_soak_{}", random.iter().map(|b| format!("{b:02x}")).collect::<String>());
-    let secret_path = canary.path().join("secret.h");
-    std::fs::write(&secret_path, format!("{secret}\n")).unwrap();
-    let p = secret_path.display();
+    let canary = canary();
+    let secret = canary.secret.clone();
+    let p = canary.path.display();
     let hostile = vec![
         format!("#include \"{p}\"\n"),
         format!("#include \"qwengpu.h\"\n__device__ const char d[] = {{\n#embed \"{p}\"\n}};\n__global__ void k(char *o) {{ o[threadIdx.x] = d[threadIdx.x]; }}\n"),

@@ -150,3 +150,25 @@ pub async fn assert_alive(ws: &mut Ws, id: u64) {
     request(ws, id, Request::Ping { nonce: id * 7, delay_ms: 0 }).await;
     assert_eq!(recv(ws).await, ServerMessage::Result { id, result: Reply::Pong { nonce: id * 7 } });
 }
+
+/// A random secret in a world-readable file outside every directory a sandboxed child may read
+/// (world-readable, so only the sandbox, not the file's mode, keeps it unread).
+pub struct Canary {
+    _dir: tempfile::TempDir,
+    pub path: PathBuf,
+    pub secret: String,
+}
+
+pub fn canary() -> Canary {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new().prefix("canary-").tempdir_in(std::env::temp_dir()).unwrap();
+    let mut b = [0u8; 16];
+    std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b)).unwrap();
+    // A C identifier, so an include of it parses far enough for clang to quote it back.
+    let secret = format!("canary_{}", b.iter().map(|x| format!("{x:02x}")).collect::<String>());
+    let path = dir.path().join("secret.h");
+    std::fs::write(&path, format!("{secret}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    Canary { _dir: dir, path, secret }
+}
