@@ -2,6 +2,8 @@
 //! identity, network, limits, and which files it can open. The kernel's own answers
 //! (/proc/self/status, EACCES) are the reference.
 
+mod common;
+
 use native_host::sandbox::{self, Limits, Sandbox, SandboxError};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -25,25 +27,6 @@ fn sh(sandbox: &Sandbox, script: &str) -> sandbox::Output {
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-/// A file with random contents outside every rule.
-fn canary(name: &str) -> (tempfile::TempDir, PathBuf, String) {
-    let dir = tempfile::Builder::new().prefix(&format!("canary-{name}-")).tempdir_in("/var/tmp").unwrap();
-    let secret = format!("CANARY{:016x}{:016x}", rand_u64(), rand_u64());
-    let path = dir.path().join("secret.txt");
-    std::fs::write(&path, &secret).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    // World-readable: only the sandbox, not the file's mode, keeps the child out.
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    (dir, path, secret)
-}
-
-fn rand_u64() -> u64 {
-    let mut b = [0u8; 8];
-    std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b)).unwrap();
-    u64::from_le_bytes(b)
 }
 
 fn status_field<'a>(status: &'a str, key: &str) -> &'a str {
@@ -79,9 +62,10 @@ fn children_have_no_capabilities_no_privileges_and_no_network() {
 
 #[test]
 fn children_open_only_what_their_rules_name() {
-    let (_keep, secret_path, secret) = canary("files");
+    let c = common::canary();
+    let (secret_path, secret) = (&c.path, c.secret.as_str());
     let work = tempfile::tempdir().unwrap();
-    std::os::unix::fs::symlink(&secret_path, work.path().join("link")).unwrap();
+    std::os::unix::fs::symlink(secret_path, work.path().join("link")).unwrap();
     let s = shell(vec![], vec![work.path().to_path_buf()], false);
     let p = secret_path.display();
     let w = work.path().display();
@@ -92,7 +76,7 @@ fn children_open_only_what_their_rules_name() {
     );
     let out = sh(&s, &script);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
-    assert!(!stdout.contains(&secret) && !stderr.contains(&secret), "{stdout}{stderr}");
+    assert!(!stdout.contains(secret) && !stderr.contains(secret), "{stdout}{stderr}");
     assert_eq!(stderr.matches("Permission denied").count(), 6, "each read or write outside is refused:\n{stderr}");
     assert_eq!(stdout.trim(), "inside", "its own directory is writable");
     assert!(!secret_path.with_file_name("new").exists());

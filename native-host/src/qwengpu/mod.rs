@@ -17,11 +17,16 @@ use std::process::Command;
 pub const CLANG_ARGS: [&str; 6] =
     ["--cuda-device-only", "--cuda-gpu-arch=sm_75", "-nocudainc", "-nocudalib", "-O2", "-S"];
 
+/// The compiler to run: `$BPF_CLANG`, else `clang-19` (the build script compiles BPF C with it too).
+pub fn clang_name() -> String {
+    std::env::var("BPF_CLANG").unwrap_or_else(|_| "clang-19".into())
+}
+
 /// CUDA C → PTX text, with `assets/kernels/` (our `qwengpu.h`) on the include path. This is the
 /// CLI's compile of the user's own file, with the user's rights; the bridge compiles clients'
 /// source with [`cuda_source_to_ptx`], sandboxed.
 pub fn cuda_to_ptx(cu: &Path, include: &Path) -> Result<String> {
-    let clang = std::env::var("BPF_CLANG").unwrap_or_else(|_| "clang-19".into());
+    let clang = clang_name();
     let result = Command::new(&clang)
         .args(CLANG_ARGS)
         .arg("-I")

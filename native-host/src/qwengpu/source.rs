@@ -154,7 +154,7 @@ pub fn toolchain() -> Result<Arc<Toolchain>, SourceError> {
     if let Some(t) = found.as_ref() {
         return Ok(t.clone());
     }
-    let name = std::env::var("BPF_CLANG").unwrap_or_else(|_| "clang-19".into());
+    let name = super::clang_name();
     let program = sandbox::which(&name)
         .ok_or_else(|| SourceError::Io(format!("{name} is not on PATH (install it with `cargo xtask setup`)")))?;
     let files = sandbox::program_files(&program)?;
