@@ -128,27 +128,7 @@ impl I2sMatrix {
         first_row: usize,
         acc: &mut [i32],
     ) -> Result<(), BitnetError> {
-        self.check_rows(q, first_row, acc.len())?;
-        // Rows done four at a time (AVX2 only); the rest one by one.
-        #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
-        let mut done = 0;
-        #[cfg(target_arch = "x86_64")]
-        if backend == Backend::Avx2 && self.layout == I2sLayout::X86 && backend.is_available() {
-            let codes: &[u8] = &self.codes;
-            for quad in acc.chunks_exact_mut(4) {
-                let rows = self.quad(codes, first_row + done);
-                // SAFETY: AVX2 was detected at run time; rows and q have the lengths it needs.
-                let sums = unsafe { x86::dot4_avx2(rows, q) };
-                for (o, s) in quad.iter_mut().zip(sums) {
-                    *o = s - q_sum;
-                }
-                done += 4;
-            }
-        }
-        for (r, out) in acc.iter_mut().enumerate().skip(done) {
-            *out = self.dot(first_row + r, q, backend) - q_sum;
-        }
-        Ok(())
+        self.gemm_acc_rows(&[q], &[q_sum], backend, first_row, acc)
     }
 
     /// That `q` is one activation row for this matrix and rows `first_row..first_row + rows` exist.
@@ -160,41 +140,84 @@ impl I2sMatrix {
         Ok(())
     }
 
-    /// [`Self::gemv_acc_rows_summed`] for two activation rows at once: `acc` holds the first
-    /// row's accumulators, then the second's. On AVX2 each weight quad is unpacked once for both.
-    pub fn gemv_acc_rows_summed2(
+    /// [`Self::gemv_acc_rows_summed`] for several activation rows at once (prompt processing):
+    /// `acc` holds `q.len()` runs of `rows` accumulators, the first activation row's first. The
+    /// wide kernels read each weight quad once for up to four activation rows (AVX-512) or two
+    /// (AVX2); the rows past the last whole quad go one by one.
+    pub fn gemm_acc_rows(
         &self,
-        q: [&[i8]; 2],
-        q_sum: [i32; 2],
+        q: &[&[i8]],
+        q_sum: &[i32],
         backend: Backend,
         first_row: usize,
         acc: &mut [i32],
     ) -> Result<(), BitnetError> {
-        let rows = acc.len() / 2;
-        check_len("accumulators (two rows)", 2 * rows, acc.len())?;
-        let (a, b) = acc.split_at_mut(rows);
-        #[cfg(target_arch = "x86_64")]
-        if backend == Backend::Avx2 && self.layout == I2sLayout::X86 && backend.is_available() {
-            for qt in q {
-                self.check_rows(qt, first_row, rows)?;
-            }
-            let (quads, codes): (usize, &[u8]) = (rows / 4 * 4, &self.codes);
-            for r in (0..quads).step_by(4) {
-                // SAFETY: AVX2 was detected at run time; rows and both q have the lengths it needs.
-                let sums = unsafe { x86::dot4x2_avx2(self.quad(codes, first_row + r), q) };
-                for k in 0..4 {
-                    a[r + k] = sums[0][k] - q_sum[0];
-                    b[r + k] = sums[1][k] - q_sum[1];
-                }
-            }
-            for r in quads..rows {
-                a[r] = self.dot(first_row + r, q[0], backend) - q_sum[0];
-                b[r] = self.dot(first_row + r, q[1], backend) - q_sum[1];
-            }
-            return Ok(());
+        check_len("activation sums (one per activation row)", q.len(), q_sum.len())?;
+        let rows = acc.len() / q.len().max(1);
+        check_len("accumulators (the same rows for every activation row)", q.len() * rows, acc.len())?;
+        for qt in q {
+            self.check_rows(qt, first_row, rows)?;
         }
-        self.gemv_acc_rows_summed(q[0], q_sum[0], backend, first_row, a)?;
-        self.gemv_acc_rows_summed(q[1], q_sum[1], backend, first_row, b)
+        #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
+        let mut done = 0;
+        #[cfg(target_arch = "x86_64")]
+        if self.layout == I2sLayout::X86 && backend.is_available() {
+            let codes: &[u8] = &self.codes;
+            let quads = rows / 4 * 4;
+            let mut put = |t: usize, r: usize, sums: [i32; 4]| {
+                for (k, s) in sums.into_iter().enumerate() {
+                    acc[t * rows + r + k] = s - q_sum[t];
+                }
+            };
+            match backend {
+                Backend::Avx512 => {
+                    for t0 in (0..q.len()).step_by(4) {
+                        let group = &q[t0..q.len().min(t0 + 4)];
+                        for r in (0..quads).step_by(4) {
+                            let w = self.quad(codes, first_row + r);
+                            // SAFETY: AVX-512 F/BW/VNNI were detected at run time (`is_available`);
+                            // rows and activations were checked above.
+                            let sums: &[[i32; 4]] = unsafe {
+                                match *group {
+                                    [a, b, c, d] => &x86::tile_avx512(w, [a, b, c, d]),
+                                    [a, b, c] => &x86::tile_avx512(w, [a, b, c]),
+                                    [a, b] => &x86::tile_avx512(w, [a, b]),
+                                    [a] => &x86::tile_avx512(w, [a]),
+                                    _ => &[],
+                                }
+                            };
+                            for (t, &s) in sums.iter().enumerate() {
+                                put(t0 + t, r, s);
+                            }
+                        }
+                    }
+                    done = quads;
+                }
+                Backend::Avx2 => {
+                    for t0 in (0..q.len()).step_by(2) {
+                        for r in (0..quads).step_by(4) {
+                            let w = self.quad(codes, first_row + r);
+                            // SAFETY: AVX2 was detected at run time; lengths checked above.
+                            if let [a, b] = q[t0..q.len().min(t0 + 2)] {
+                                let sums = unsafe { x86::dot4x2_avx2(w, [a, b]) };
+                                put(t0, r, sums[0]);
+                                put(t0 + 1, r, sums[1]);
+                            } else {
+                                put(t0, r, unsafe { x86::dot4_avx2(w, q[t0]) });
+                            }
+                        }
+                    }
+                    done = quads;
+                }
+                _ => {}
+            }
+        }
+        for (t, (qt, &s)) in q.iter().zip(q_sum).enumerate() {
+            for r in done..rows {
+                acc[t * rows + r] = self.dot(first_row + r, qt, backend) - s;
+            }
+        }
+        Ok(())
     }
 
     /// `Σ code·q` of one row, on `backend` (scalar if that backend is not available here).

@@ -68,28 +68,37 @@ fn every_backend_equals_the_plain_dot_product() {
     }
 }
 
-/// Two activation rows at once (prompt processing) give each row's plain dot products, also
-/// for a row block that does not start at row 0 or fill whole quads.
+/// One to five activation rows at once (prompt processing) give each row's plain dot products,
+/// also for a row block that does not start at row 0 or fill whole quads, and for K that is an
+/// odd number of blocks.
 #[test]
-fn two_activation_rows_at_once_equal_the_plain_dot_product() {
+fn several_activation_rows_at_once_equal_the_plain_dot_product() {
     let mut rng = Rng::new(5);
     for layout in LAYOUTS {
-        for (m, k) in [(4, 128), (11, 256), (32, 768)] {
+        for (m, k) in [(4, 128), (11, 256), (32, 768), (9, 384)] {
             let t = rng.ternary(m, k);
-            let (qa, qb) = (rng.acts(k), rng.acts(k));
-            let (ea, eb) = (plain_dot(&t, &qa), plain_dot(&t, &qb));
+            let qs: Vec<Vec<i8>> = (0..5).map(|_| rng.acts(k)).collect();
+            let expected: Vec<Vec<i32>> = qs.iter().map(|q| plain_dot(&t, q)).collect();
             let p = I2sMatrix::pack(&t, layout).unwrap();
             for backend in Backend::available() {
-                for first in [0, 1] {
-                    let rows = m - first;
-                    let mut acc = alloc::vec![0; 2 * rows];
-                    p.gemv_acc_rows_summed2([&qa, &qb], [q_sum(&qa), q_sum(&qb)], backend, first, &mut acc).unwrap();
-                    assert_eq!(acc[..rows], ea[first..], "{backend:?} {layout:?} {m}x{k} from {first}");
-                    assert_eq!(acc[rows..], eb[first..], "{backend:?} {layout:?} {m}x{k} from {first}");
+                for n in 1..=5 {
+                    let q: Vec<&[i8]> = qs[..n].iter().map(|q| &q[..]).collect();
+                    let sums: Vec<i32> = q.iter().map(|q| q_sum(q)).collect();
+                    for first in [0, 1] {
+                        let rows = m - first;
+                        let mut acc = alloc::vec![0; n * rows];
+                        p.gemm_acc_rows(&q, &sums, backend, first, &mut acc).unwrap();
+                        for (a, e) in acc.chunks_exact(rows).zip(&expected) {
+                            assert_eq!(a, &e[first..], "{backend:?} {layout:?} {m}x{k}, {n} rows from {first}");
+                        }
+                    }
                 }
             }
+            let q = [&qs[0][..], &qs[1][..]];
             let mut acc = alloc::vec![0; 2 * m + 2];
-            let err = p.gemv_acc_rows_summed2([&qa, &qb], [0, 0], Backend::best(), 0, &mut acc);
+            let err = p.gemm_acc_rows(&q, &[0, 0], Backend::best(), 0, &mut acc);
+            assert!(matches!(err, Err(BitnetError::Length { .. })), "{err:?}");
+            let err = p.gemm_acc_rows(&q, &[0], Backend::best(), 0, &mut acc[..2 * m]);
             assert!(matches!(err, Err(BitnetError::Length { .. })), "{err:?}");
         }
     }

@@ -139,6 +139,66 @@ pub unsafe fn dot_avx512(codes: &[u8], q: &[i8]) -> i32 {
     total
 }
 
+/// Rows ahead that [`tile_avx512`] prefetches: a 32-row block's worth, so generation (one
+/// activation row, the weights streamed once) keeps a block's loads in flight.
+const PREFETCH_ROWS_512: usize = 16;
+
+/// `Σ code·q` of four weight rows against `N` activation rows: the int8 GEMM micro-tile of
+/// prompt processing (and, with `N = 1`, of generation) on AVX-512 VNNI.
+///
+/// Each 32-byte block (128 weights) is broadcast to both halves of a register; shifting the low
+/// half by 6 and the high half by 4 (then masking with 3) gives planes 0 and 1, the codes of
+/// weights 0–63 in order, so they meet the block's first 64 activations as one plain load; shifts
+/// 2 and 0 give weights 64–127. No permutation of either operand, and any K that is a whole
+/// number of blocks. Every product is exact in int32 (|code·q| ≤ 256, K ≤ 2²⁰ per row), so the
+/// order of the sums cannot change a bit. `4·N` accumulators stay in registers for the whole row.
+///
+/// # Safety
+/// The CPU must support AVX-512 F, BW and VNNI; every row `K/4` bytes, every `q` `K` values.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub unsafe fn tile_avx512<const N: usize>(rows: [&[u8]; 4], q: [&[i8]; N]) -> [[i32; 4]; N] {
+    let mask = _mm512_set1_epi8(3);
+    let shifts = [_mm512_set_epi64(4, 4, 4, 4, 6, 6, 6, 6), _mm512_set_epi64(0, 0, 0, 0, 2, 2, 2, 2)];
+    let mut acc = [[_mm512_setzero_si512(); 4]; N];
+    let stride = rows[0].len();
+    for b in 0..stride / 32 {
+        for row in rows {
+            // Harmless past the end of the matrix: a prefetch never faults.
+            _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().wrapping_add(PREFETCH_ROWS_512 * stride + b * 32).cast());
+        }
+        for (h, &shift) in shifts.iter().enumerate() {
+            let acts: [__m512i; N] =
+                core::array::from_fn(|n| _mm512_loadu_si512(q[n].as_ptr().add(b * 128 + h * 64).cast()));
+            for (r, row) in rows.iter().enumerate() {
+                let raw = _mm512_broadcast_i64x4(_mm256_loadu_si256(row.as_ptr().add(b * 32).cast()));
+                let w = _mm512_and_si512(_mm512_srlv_epi64(raw, shift), mask);
+                for n in 0..N {
+                    acc[n][r] = _mm512_dpbusd_epi32(acc[n][r], w, acts[n]);
+                }
+            }
+        }
+    }
+    let mut out = [[0i32; 4]; N];
+    for (o, a) in out.iter_mut().zip(&acc) {
+        *o = hsum4_512(*a);
+    }
+    out
+}
+
+/// The four totals of four accumulators: two rounds of interleave-and-add leave each 128-bit
+/// lane holding `[Σa, Σb, Σc, Σd]` of its part, then the four lanes are added.
+#[target_feature(enable = "avx512f")]
+unsafe fn hsum4_512(a: [__m512i; 4]) -> [i32; 4] {
+    let ab = _mm512_add_epi32(_mm512_unpacklo_epi32(a[0], a[1]), _mm512_unpackhi_epi32(a[0], a[1]));
+    let cd = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2], a[3]), _mm512_unpackhi_epi32(a[2], a[3]));
+    let s = _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd));
+    let s = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64::<1>(s));
+    let s = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
+    let mut out = [0i32; 4];
+    _mm_storeu_si128(out.as_mut_ptr().cast(), s);
+    out
+}
+
 #[target_feature(enable = "avx2")]
 unsafe fn hsum256(v: __m256i) -> i32 {
     let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));

@@ -2,11 +2,12 @@
 //! F32 embedding table that also serves as the output layer.
 //!
 //! A linear layer takes `n` activation rows (`n × K`) and gives `n × M`. As ggml's mul_mat does,
-//! the calling thread prepares each row first (I2_S: per-row int8 quantisation; TL1/TL2: the
-//! lookup tables), then the threads share the weight rows in blocks; every block is read once
-//! for all `n` rows, which is what makes prompt processing a GEMM rather than `n` GEMVs.
+//! each row is prepared first (I2_S: per-row int8 quantisation; TL1/TL2: the lookup tables), the
+//! rows shared out to the threads; then the threads share the weight rows in blocks, every block
+//! read once for all `n` rows (which is what makes prompt processing a GEMM rather than `n`
+//! GEMVs), each block's outputs written straight into place.
 
-use super::par::Parallel;
+use super::par::{map, Disjoint, Parallel};
 use crate::bitnet::backend::Backend;
 use crate::bitnet::blob::Blob;
 use crate::bitnet::i2s::{I2sLayout, I2sMatrix};
@@ -64,8 +65,9 @@ impl Quant {
 /// block of rows for each) on matrix i's weight block at row0, and each row's activation scale.
 type AccOf<'a> = dyn Fn(usize, usize, usize, &mut [i32], &mut [f32]) -> Result<(), BitnetError> + Sync + 'a;
 
-/// Activation rows per call of an [`AccOf`]: I2_S unpacks each weight byte once for two.
-const ROWS_PER_CALL: usize = 2;
+/// Activation rows per call of an [`AccOf`]: I2_S's AVX-512 tile reads each weight quad once
+/// for four (AVX2 and the LUT kernels take them in pairs).
+const ROWS_PER_CALL: usize = 4;
 
 /// Weight rows per work unit of I2_S (a block of rows is read once for all activation rows).
 const I2S_ROWS: usize = 32;
@@ -181,28 +183,29 @@ impl Linear {
             }
             return Ok(());
         }
-        // Block g (of all matrices' blocks, matrix after matrix) fills `[g·block·n, (g+1)·block·n)`
-        // of the work buffer as n runs of `block` outputs; for one matrix and one activation
-        // row that is exactly its output.
+        // Work unit g is row block g of all the matrices' blocks, matrix after matrix: block b
+        // of matrix i for every activation row, so its weights are read once for all n.
         let mut starts = alloc::vec![0usize];
         for w in ws {
             starts.push(starts[starts.len() - 1] + w.shape().0 / block);
         }
         let total = starts[ws.len()];
-        let direct = ws.len() == 1 && n == 1;
-        let mut work = if direct { Vec::new() } else { vec![0.0f32; total * block * n] };
-        let buf: &mut [f32] = if direct { &mut *outs[0] } else { &mut work };
-        let mut blocks = |acc_of: &AccOf| {
-            par.split(buf, block * n, &|first, chunk| {
+        let dests: Vec<Disjoint<f32>> = outs.iter_mut().map(|o| Disjoint::new(o)).collect();
+        let blocks = |acc_of: &AccOf| {
+            par.ranges(total, &|units| {
                 let (mut acc, mut scales) = (vec![0i32; ROWS_PER_CALL * block], [0.0f32; ROWS_PER_CALL]);
-                for (b, part) in chunk.chunks_exact_mut(block * n).enumerate() {
-                    let g = first + b;
+                for g in units {
                     let i = starts.partition_point(|&s| s <= g) - 1;
-                    for (c, os) in part.chunks_mut(ROWS_PER_CALL * block).enumerate() {
-                        let rows = os.len() / block;
+                    let (m, row0) = (ws[i].shape().0, (g - starts[i]) * block);
+                    for j0 in (0..n).step_by(ROWS_PER_CALL) {
+                        let rows = (n - j0).min(ROWS_PER_CALL);
                         let (acc, scales) = (&mut acc[..rows * block], &mut scales[..rows]);
-                        acc_of(i, c * ROWS_PER_CALL, (g - starts[i]) * block, acc, scales)?;
-                        for ((o, a), &s) in os.chunks_exact_mut(block).zip(acc.chunks_exact(block)).zip(&*scales) {
+                        acc_of(i, j0, row0, acc, scales)?;
+                        for (t, (a, &s)) in acc.chunks_exact(block).zip(&*scales).enumerate() {
+                            let at = (j0 + t) * m + row0;
+                            // SAFETY: only unit g writes outputs row0..row0 + block of matrix i
+                            // (in every activation row), and the threads' units are disjoint.
+                            let o = unsafe { dests[i].range_mut(at..at + block) };
                             dequantize_into(o, a, s, ws[i].scale());
                         }
                     }
@@ -215,45 +218,32 @@ impl Linear {
             Quant::I2s => {
                 let i2s: Vec<&I2sMatrix> =
                     ws.iter().filter_map(|w| if let Linear::I2s(m) = w { Some(m) } else { None }).collect();
-                let acts = xs
-                    .chunks_exact(k)
-                    .map(|x| quantize_activations(x, Rounding::HalfEven))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let sums: Vec<i32> = acts.iter().map(|a| crate::bitnet::i2s::q_sum(&a.q)).collect();
+                // Each row quantised (and its Σq taken) once, the rows shared out to the threads.
+                let acts = map(par, n, &|j| {
+                    let a = quantize_activations(&xs[j * k..][..k], Rounding::HalfEven)?;
+                    let sum = crate::bitnet::i2s::q_sum(&a.q);
+                    Ok((a, sum))
+                })?;
                 blocks(&|i, j, row0, acc, scales| {
-                    if let [_, _] = scales {
-                        let q = [&acts[j].q[..], &acts[j + 1].q[..]];
-                        i2s[i].gemv_acc_rows_summed2(q, [sums[j], sums[j + 1]], backend, row0, acc)?;
-                    } else {
-                        for (t, a) in acc.chunks_exact_mut(acc.len() / scales.len().max(1)).enumerate() {
-                            i2s[i].gemv_acc_rows_summed(&acts[j + t].q, sums[j + t], backend, row0, a)?;
-                        }
+                    let rows = scales.len();
+                    let mut q: [&[i8]; ROWS_PER_CALL] = [&[]; ROWS_PER_CALL];
+                    let mut sums = [0i32; ROWS_PER_CALL];
+                    for t in 0..rows {
+                        (q[t], sums[t], scales[t]) = (&acts[j + t].0.q, acts[j + t].1, acts[j + t].0.scale);
                     }
-                    for (t, s) in scales.iter_mut().enumerate() {
-                        *s = acts[j + t].scale;
-                    }
+                    i2s[i].gemm_acc_rows(&q[..rows], &sums[..rows], backend, row0, acc)?;
                     Ok(())
                 })?
             }
             Quant::Tl1 => {
                 let tl1: Vec<&Tl1Matrix> =
                     ws.iter().filter_map(|w| if let Linear::Tl1(m) = w { Some(m) } else { None }).collect();
-                lut_blocks(&tl1, xs, backend, &mut blocks)?
+                lut_blocks(&tl1, xs, backend, par, &blocks)?
             }
             Quant::Tl2 => {
                 let tl2: Vec<&Tl2Matrix> =
                     ws.iter().filter_map(|w| if let Linear::Tl2(m) = w { Some(m) } else { None }).collect();
-                lut_blocks(&tl2, xs, backend, &mut blocks)?
-            }
-        }
-        if !direct {
-            for g in 0..total {
-                let i = starts.partition_point(|&s| s <= g) - 1;
-                let m = ws[i].shape().0;
-                for j in 0..n {
-                    outs[i][j * m + (g - starts[i]) * block..][..block]
-                        .copy_from_slice(&work[(g * n + j) * block..][..block]);
-                }
+                lut_blocks(&tl2, xs, backend, par, &blocks)?
             }
         }
         Ok(())
@@ -280,18 +270,21 @@ fn lut_blocks<L: LutMatrix>(
     ws: &[&L],
     xs: &[f32],
     backend: Backend,
-    blocks: &mut dyn FnMut(&AccOf) -> Result<(), BitnetError>,
+    par: &dyn Parallel,
+    blocks: &dyn Fn(&AccOf) -> Result<(), BitnetError>,
 ) -> Result<(), BitnetError> {
     let Some(first) = ws.first() else { return Ok(()) };
     let (k, tile) = (first.shape().1, first.bm_tile());
-    let tables = xs.chunks_exact(k).map(|x| first.tables(x)).collect::<Result<Vec<_>, _>>()?;
+    let tables = map(par, xs.len() / k, &|j| first.tables(&xs[j * k..][..k]))?;
     blocks(&|i, j, row0, acc, scales| {
         let tiles = row0 / tile..row0 / tile + 1;
-        if let [_, _] = scales {
-            ws[i].acc_tiles2([&tables[j], &tables[j + 1]], backend, tiles, acc)?;
-        } else {
-            for (t, a) in acc.chunks_exact_mut(tile).enumerate() {
-                ws[i].acc_tiles(&tables[j + t], backend, tiles.clone(), a)?;
+        // Pairs of activation rows share each tile's weight reads; an odd one goes alone.
+        for (p, a) in acc.chunks_mut(2 * tile).enumerate() {
+            let t = j + 2 * p;
+            if a.len() == 2 * tile {
+                ws[i].acc_tiles2([&tables[t], &tables[t + 1]], backend, tiles.clone(), a)?;
+            } else {
+                ws[i].acc_tiles(&tables[t], backend, tiles.clone(), a)?;
             }
         }
         for (t, s) in scales.iter_mut().enumerate() {
