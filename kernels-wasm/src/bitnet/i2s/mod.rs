@@ -8,6 +8,8 @@
 //! The ARM layout is the same with 64-weight blocks in 16 bytes. The tensor's single f32
 //! scale follows the codes when stored.
 
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+pub mod amx;
 #[cfg(target_arch = "aarch64")]
 mod neon;
 mod scalar;
@@ -217,6 +219,66 @@ impl I2sMatrix {
                 acc[t * rows + r] = self.dot(first_row + r, qt, backend) - s;
             }
         }
+        Ok(())
+    }
+
+    /// Weight rows per AMX work unit (two A tiles).
+    #[cfg(all(target_arch = "x86_64", feature = "std"))]
+    pub const AMX_ROWS: usize = 32;
+
+    /// [`Self::gemm_acc_rows`] for the 32 rows `first_row..` and every activation row `q` at
+    /// once on AMX, `packed` being `q` in [`amx::pack_acts`]'s layout. Where AMX is not
+    /// [`amx::available`] (or the layout is ARM's) the AVX-512/AVX2/scalar kernels give the same
+    /// bits.
+    #[cfg(all(target_arch = "x86_64", feature = "std"))]
+    pub fn gemm_acc_amx(
+        &self,
+        q: &[&[i8]],
+        packed: &[u8],
+        q_sum: &[i32],
+        first_row: usize,
+        acc: &mut [i32],
+    ) -> Result<(), BitnetError> {
+        const R: usize = I2sMatrix::AMX_ROWS;
+        let (n, chunks) = (q.len(), self.cols / 64);
+        check_len("accumulators (32 per activation row)", n * R, acc.len())?;
+        if !(amx::available() && self.layout == I2sLayout::X86) {
+            return self.gemm_acc_rows(q, q_sum, Backend::best(), first_row, acc);
+        }
+        check_len("activation sums (one per activation row)", n, q_sum.len())?;
+        check_len("packed activations", amx::packed_len(n, self.cols), packed.len())?;
+        for qt in q {
+            self.check_rows(qt, first_row, R)?;
+        }
+        thread_local! {
+            static WEIGHTS: core::cell::RefCell<alloc::vec::Vec<u8>> = const { core::cell::RefCell::new(alloc::vec::Vec::new()) };
+        }
+        WEIGHTS.with_borrow_mut(|w| {
+            w.resize(R * self.cols, 0);
+            let stride = self.cols / 4;
+            let codes = &self.codes[first_row * stride..(first_row + R) * stride];
+            // SAFETY: AMX (so AVX-512 BW) is available; 32 rows of K/4 bytes, K a multiple of
+            // 128 (`pack`), into 32·K bytes.
+            unsafe { amx::unpack_weights(codes, self.cols, w) };
+            let group = |g: usize| &packed[g * chunks * 1024..(g + 1) * chunks * 1024];
+            let mut c = [[[0i32; 16]; 16]; 4];
+            for g in (0..n.div_ceil(16)).step_by(2) {
+                let second = (g + 1 < n.div_ceil(16)).then(|| group(g + 1));
+                // SAFETY: AMX is available; `w` holds 2·chunks tiles, each group chunks tiles.
+                unsafe { amx::tiles(w, chunks, group(g), second, &mut c) };
+                for (t, tile) in c.iter().enumerate() {
+                    let (h, gg) = (t / 2, g + t % 2);
+                    for col in 0..16 {
+                        let a = 16 * gg + col;
+                        if a < n {
+                            for (m, row) in tile.iter().enumerate() {
+                                acc[a * R + 16 * h + m] = row[col] - q_sum[a];
+                            }
+                        }
+                    }
+                }
+            }
+        });
         Ok(())
     }
 

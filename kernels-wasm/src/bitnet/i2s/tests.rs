@@ -153,3 +153,36 @@ fn wide_kernels_match_scalar_small() {
         }
     }
 }
+
+/// The AMX tiles give the plain dot products for every activation count around the 16-row
+/// group and the 32-row tile pair, from a row block that does not start at row 0. (Where this
+/// CPU has no AMX the same call runs the VNNI/AVX2 kernels; the check is the same.)
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[test]
+fn amx_tiles_equal_the_plain_dot_product() {
+    if std::env::var_os("SUBSTRATES_EXPECT_AMX").is_some() {
+        assert!(amx::available(), "this run was meant to check the AMX kernel");
+    }
+    let mut rng = Rng::new(8);
+    for (m, k) in [(64, 128), (96, 768), (32, 2048)] {
+        let t = rng.ternary(m, k);
+        let p = I2sMatrix::pack(&t, I2sLayout::X86).unwrap();
+        let qs: Vec<Vec<i8>> = (0..49).map(|_| rng.acts(k)).collect();
+        let expected: Vec<Vec<i32>> = qs.iter().map(|q| plain_dot(&t, q)).collect();
+        for n in [1, 15, 16, 17, 32, 33, 49] {
+            let q: Vec<&[i8]> = qs[..n].iter().map(|q| &q[..]).collect();
+            let sums: Vec<i32> = q.iter().map(|q| q_sum(q)).collect();
+            let packed = amx::pack_acts(&q, k);
+            for first in (0..m).step_by(32) {
+                let mut acc = alloc::vec![0; n * 32];
+                p.gemm_acc_amx(&q, &packed, &sums, first, &mut acc).unwrap();
+                for (a, e) in acc.chunks_exact(32).zip(&expected) {
+                    assert_eq!(a, &e[first..first + 32], "{m}x{k}, {n} rows from {first}, AMX {}", amx::available());
+                }
+            }
+        }
+        let q = [&qs[0][..]];
+        let err = p.gemm_acc_amx(&q, &amx::pack_acts(&q, k), &[0], m - 16, &mut [0; 32]);
+        assert!(matches!(err, Err(BitnetError::Length { .. })), "{err:?}");
+    }
+}

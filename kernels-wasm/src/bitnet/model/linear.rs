@@ -10,6 +10,8 @@
 use super::par::{map, Disjoint, Parallel};
 use crate::bitnet::backend::Backend;
 use crate::bitnet::blob::Blob;
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+use crate::bitnet::i2s::amx;
 use crate::bitnet::i2s::{I2sLayout, I2sMatrix};
 use crate::bitnet::lut_matrix::LutMatrix;
 use crate::bitnet::quant::{quantize_activations, Rounding, TernaryMatrix};
@@ -191,14 +193,15 @@ impl Linear {
         }
         let total = starts[ws.len()];
         let dests: Vec<Disjoint<f32>> = outs.iter_mut().map(|o| Disjoint::new(o)).collect();
-        let blocks = |acc_of: &AccOf| {
+        // `acc_of` takes `per_call` activation rows at a time.
+        let blocks = |per_call: usize, acc_of: &AccOf| {
             par.ranges(total, &|units| {
-                let (mut acc, mut scales) = (vec![0i32; ROWS_PER_CALL * block], [0.0f32; ROWS_PER_CALL]);
+                let (mut acc, mut scales) = (vec![0i32; per_call * block], vec![0.0f32; per_call]);
                 for g in units {
                     let i = starts.partition_point(|&s| s <= g) - 1;
                     let (m, row0) = (ws[i].shape().0, (g - starts[i]) * block);
-                    for j0 in (0..n).step_by(ROWS_PER_CALL) {
-                        let rows = (n - j0).min(ROWS_PER_CALL);
+                    for j0 in (0..n).step_by(per_call) {
+                        let rows = (n - j0).min(per_call);
                         let (acc, scales) = (&mut acc[..rows * block], &mut scales[..rows]);
                         acc_of(i, j0, row0, acc, scales)?;
                         for (t, (a, &s)) in acc.chunks_exact(block).zip(&*scales).enumerate() {
@@ -224,7 +227,37 @@ impl Linear {
                     let sum = crate::bitnet::i2s::q_sum(&a.q);
                     Ok((a, sum))
                 })?;
-                blocks(&|i, j, row0, acc, scales| {
+                #[cfg(all(target_arch = "x86_64", feature = "std"))]
+                if backend == Backend::Avx512
+                    && n >= amx::MIN_ROWS
+                    && block == I2sMatrix::AMX_ROWS
+                    && amx::available()
+                    && i2s.iter().all(|m| m.layout == I2sLayout::X86)
+                {
+                    // AMX: every activation row at once against each 32-row block; the rows are
+                    // packed into tile layout once, 16 at a time on the threads.
+                    let q: Vec<&[i8]> = acts.iter().map(|a| &a.0.q[..]).collect();
+                    let sums: Vec<i32> = acts.iter().map(|a| a.1).collect();
+                    let group = amx::packed_len(16, k);
+                    let mut packed = vec![0u8; amx::packed_len(n, k)];
+                    let parts = Disjoint::new(&mut packed);
+                    par.ranges(n.div_ceil(16), &|groups| {
+                        for g in groups {
+                            // SAFETY: group g alone writes its part; the threads' groups are disjoint.
+                            let part = unsafe { parts.range_mut(g * group..(g + 1) * group) };
+                            amx::pack_group(&q[16 * g..n.min(16 * g + 16)], k, part);
+                        }
+                        Ok(())
+                    })?;
+                    blocks(n, &|i, _, row0, acc, scales| {
+                        for (s, a) in scales.iter_mut().zip(&acts) {
+                            *s = a.0.scale;
+                        }
+                        i2s[i].gemm_acc_amx(&q, &packed, &sums, row0, acc)
+                    })?;
+                    return Ok(());
+                }
+                blocks(ROWS_PER_CALL, &|i, j, row0, acc, scales| {
                     let rows = scales.len();
                     let mut q: [&[i8]; ROWS_PER_CALL] = [&[]; ROWS_PER_CALL];
                     let mut sums = [0i32; ROWS_PER_CALL];
@@ -238,12 +271,12 @@ impl Linear {
             Quant::Tl1 => {
                 let tl1: Vec<&Tl1Matrix> =
                     ws.iter().filter_map(|w| if let Linear::Tl1(m) = w { Some(m) } else { None }).collect();
-                lut_blocks(&tl1, xs, backend, par, &blocks)?
+                lut_blocks(&tl1, xs, backend, par, &|f| blocks(ROWS_PER_CALL, f))?
             }
             Quant::Tl2 => {
                 let tl2: Vec<&Tl2Matrix> =
                     ws.iter().filter_map(|w| if let Linear::Tl2(m) = w { Some(m) } else { None }).collect();
-                lut_blocks(&tl2, xs, backend, par, &blocks)?
+                lut_blocks(&tl2, xs, backend, par, &|f| blocks(ROWS_PER_CALL, f))?
             }
         }
         Ok(())
