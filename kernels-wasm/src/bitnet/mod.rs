@@ -40,6 +40,7 @@ pub mod tiling;
 pub mod tl1;
 pub mod tl2;
 pub mod trace;
+pub mod wide;
 
 /// Errors of the BitNet kernels: always naming the shape or value that was wrong.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -60,14 +61,16 @@ pub enum BitnetError {
 
 /// The shared epilogue: `C = acc / act_scale * weight_scale`, in this order, in f32, as
 /// bitnet.cpp computes it. Every backend ends here so results match bit for bit.
-#[inline]
+#[inline(always)]
 pub fn dequantize(acc: i32, act_scale: f32, weight_scale: f32) -> f32 {
     acc as f32 / act_scale * weight_scale
 }
 
-/// [`dequantize`] of a run of accumulators into outputs.
-pub fn dequantize_into(out: &mut [f32], acc: &[i32], act_scale: f32, weight_scale: f32) {
-    for (o, &a) in out.iter_mut().zip(acc) {
-        *o = dequantize(a, act_scale, weight_scale);
+wide::wide_fn! {
+    /// [`dequantize`] of a run of accumulators into outputs.
+    pub fn dequantize_into(out: &mut [f32], acc: &[i32], act_scale: f32, weight_scale: f32) {
+        for (o, &a) in out.iter_mut().zip(acc) {
+            *o = dequantize(a, act_scale, weight_scale);
+        }
     }
 }

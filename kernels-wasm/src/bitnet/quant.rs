@@ -27,12 +27,15 @@ pub enum Rounding {
 
 impl Rounding {
     /// Rounds `x` (|x| < 2^22, which every caller guarantees by clamping first) to an integer.
-    #[inline]
+    #[inline(always)]
     pub fn round(self, x: f32) -> i32 {
         match self {
             // Adding 1.5·2^23 pushes the fraction out of the mantissa, so the FPU's own
-            // round-to-nearest-even does the rounding; subtracting it back is exact.
-            Rounding::HalfEven => ((x + 12_582_912.0) - 12_582_912.0) as i32,
+            // round-to-nearest-even does the rounding, and the sum's low mantissa bits are the
+            // integer (its exponent is 2^23's for |x| < 2^22). Reading the bits, rather than
+            // converting with `as`, keeps the loop in vector registers: `as` saturates, which
+            // LLVM does lane by lane.
+            Rounding::HalfEven => (x + 12_582_912.0).to_bits() as i32 - 0x4B40_0000,
             Rounding::HalfAway => {
                 let t = x as i32; // truncates toward zero
                 let frac = x - t as f32; // exact for |x| < 2^23
@@ -95,36 +98,40 @@ pub struct QuantActs {
     pub scale: f32,
 }
 
-/// `per_tensor_quant`: `s = 127 / max(max|x|, MIN_ACT_MAX)`, `q = round(x * s)`.
-pub fn quantize_activations(x: &[f32], rounding: Rounding) -> Result<QuantActs, BitnetError> {
-    // One pass for both: v·0 is NaN exactly for NaN and ±inf, and a NaN sum flags them all.
-    // Eight lanes each, so the loop vectorises: a maximum is exact in any order, and a NaN in
-    // any lane's sum survives the final sum.
-    let (mut m, mut p) = ([0.0f32; 8], [0.0f32; 8]);
-    let chunks = x.chunks_exact(8);
-    for (j, &v) in chunks.remainder().iter().enumerate() {
-        (m[j], p[j]) = (m[j].max(v.abs()), p[j] + v * 0.0);
-    }
-    for c in chunks {
-        for j in 0..8 {
-            (m[j], p[j]) = (m[j].max(c[j].abs()), p[j] + c[j] * 0.0);
+crate::bitnet::wide::wide_fn! {
+    /// `per_tensor_quant`: `s = 127 / max(max|x|, MIN_ACT_MAX)`, `q = round(x * s)`.
+    pub fn quantize_activations(x: &[f32], rounding: Rounding) -> Result<QuantActs, BitnetError> {
+        // One pass for both: v·0 is NaN exactly for NaN and ±inf, and a NaN sum flags them all.
+        // Sixteen lanes each, so the loop vectorises: a maximum is exact in any order, and a NaN
+        // in any lane's sum survives the final sum. (`a > m` rather than `f32::max`, which
+        // compiles to NaN-handling scalar code; a NaN is caught by the sum instead.)
+        const L: usize = 16;
+        let (mut m, mut p) = ([0.0f32; L], [0.0f32; L]);
+        let chunks = x.chunks_exact(L);
+        for (j, &v) in chunks.remainder().iter().enumerate() {
+            (m[j], p[j]) = (if v.abs() > m[j] { v.abs() } else { m[j] }, p[j] + v * 0.0);
         }
-    }
-    let (max, poison) = (m.iter().fold(0.0f32, |a, &b| a.max(b)), p.iter().sum::<f32>());
-    if poison.is_nan() {
-        check_finite("activations", x)?;
-    }
-    let scale = 127.0 / max.max(MIN_ACT_MAX);
-    // Per rounding mode, a loop without branches, so it compiles to vector code.
-    let q = match rounding {
-        Rounding::HalfEven => {
-            x.iter().map(|&v| Rounding::HalfEven.round((v * scale).clamp(-128.0, 127.0)) as i8).collect()
+        for c in chunks {
+            for j in 0..L {
+                (m[j], p[j]) = (if c[j].abs() > m[j] { c[j].abs() } else { m[j] }, p[j] + c[j] * 0.0);
+            }
         }
-        Rounding::HalfAway => {
-            x.iter().map(|&v| Rounding::HalfAway.round((v * scale).clamp(-128.0, 127.0)) as i8).collect()
+        let (max, poison) = (m.iter().fold(0.0f32, |a, &b| a.max(b)), p.iter().sum::<f32>());
+        if poison.is_nan() {
+            check_finite("activations", x)?;
         }
-    };
-    Ok(QuantActs { q, scale })
+        let scale = 127.0 / max.max(MIN_ACT_MAX);
+        // Per rounding mode, a loop without branches, so it compiles to vector code.
+        let q = match rounding {
+            Rounding::HalfEven => {
+                x.iter().map(|&v| Rounding::HalfEven.round((v * scale).clamp(-128.0, 127.0)) as i8).collect()
+            }
+            Rounding::HalfAway => {
+                x.iter().map(|&v| Rounding::HalfAway.round((v * scale).clamp(-128.0, 127.0)) as i8).collect()
+            }
+        };
+        Ok(QuantActs { q, scale })
+    }
 }
 
 pub(crate) fn check_len(what: &'static str, expected: usize, got: usize) -> Result<(), BitnetError> {

@@ -7,6 +7,24 @@
 pub fn scores(q: &[f32], keys: &[f32], stride: usize, scale: f32, out: &mut [f32]) {
     let row = |p: usize| &keys[p * stride..][..q.len()];
     #[cfg(all(target_arch = "x86_64", feature = "std"))]
+    let first = if x86::avx512() && q.len().is_multiple_of(8) {
+        let whole = out.len() / 8 * 8;
+        for p in (0..whole).step_by(8) {
+            // SAFETY: AVX-512 F/DQ were detected; the rows are `q.len()` long, a multiple of 8.
+            let s = unsafe { x86::dot8_512(q, core::array::from_fn(|r| row(p + r))) };
+            for (o, s) in out[p..p + 8].iter_mut().zip(s) {
+                *o = s * scale;
+            }
+        }
+        whole
+    } else {
+        0
+    };
+    #[cfg(not(all(target_arch = "x86_64", feature = "std")))]
+    let first = 0;
+    let out = &mut out[first..];
+    let row = |p: usize| row(first + p);
+    #[cfg(all(target_arch = "x86_64", feature = "std"))]
     if std::is_x86_feature_detected!("avx2") {
         let whole = out.len() / 4 * 4;
         for p in (0..whole).step_by(4) {
@@ -28,6 +46,7 @@ pub fn scores(q: &[f32], keys: &[f32], stride: usize, scale: f32, out: &mut [f32
 
 /// The largest score, eight lanes at a time so the loop vectorises: a maximum is the same in
 /// any order (where +0 and −0 tie, either gives the same `exp(s − max)`).
+#[inline(always)]
 pub fn max(w: &[f32]) -> f32 {
     let mut l = [f32::NEG_INFINITY; 8];
     let chunks = w.chunks_exact(8);
@@ -46,7 +65,11 @@ pub fn max(w: &[f32]) -> f32 {
 /// `p * stride`.
 pub fn accumulate(o: &mut [f32], w: &[f32], values: &[f32], stride: usize) {
     #[cfg(all(target_arch = "x86_64", feature = "std"))]
-    let whole = if std::is_x86_feature_detected!("avx2") {
+    let whole = if x86::avx512() && o.len().is_multiple_of(x86::E512) {
+        // SAFETY: AVX-512 F was detected; `o` is a whole number of register blocks.
+        unsafe { x86::accumulate_512(o, w, values, stride) };
+        o.len()
+    } else if std::is_x86_feature_detected!("avx2") {
         let whole = o.len() / x86::E * x86::E;
         // SAFETY: the CPU has AVX (checked just above).
         unsafe { x86::accumulate(&mut o[..whole], w, values, stride) };
@@ -68,6 +91,74 @@ pub fn accumulate(o: &mut [f32], w: &[f32], values: &[f32], stride: usize) {
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
 mod x86 {
     use core::arch::x86_64::*;
+
+    /// Whether the AVX-512 forms can run (F for the arithmetic, DQ for the 256-bit inserts).
+    pub fn avx512() -> bool {
+        std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512dq")
+    }
+
+    /// `dot` for eight rows at once, two per 512-bit register (row r's eight lanes in one half):
+    /// lane j of each row still sums elements j, j + 8, … in order, with the same query chunk
+    /// in both halves. The fixed tree then runs on all eight rows together: 128-bit halves
+    /// added (`l_i + l_{i+4}`), then 64-bit halves, then the last pair, each step the same
+    /// additions in the same order as [`super::tree`], only across rows side by side.
+    ///
+    /// # Safety
+    /// AVX-512 F and DQ; `a.len()` a multiple of 8 and every row as long as `a`.
+    #[target_feature(enable = "avx512f,avx512dq")]
+    pub unsafe fn dot8_512(a: &[f32], b: [&[f32]; 8]) -> [f32; 8] {
+        let d = a.len();
+        assert!(d.is_multiple_of(8) && b.iter().all(|r| r.len() == d));
+        let mut acc = [_mm512_setzero_ps(); 4];
+        for t in (0..d).step_by(8) {
+            let q = _mm512_broadcast_f32x8(_mm256_loadu_ps(a.as_ptr().add(t)));
+            for (j, acc) in acc.iter_mut().enumerate() {
+                let lo = _mm512_castps256_ps512(_mm256_loadu_ps(b[2 * j].as_ptr().add(t)));
+                let k = _mm512_insertf32x8::<1>(lo, _mm256_loadu_ps(b[2 * j + 1].as_ptr().add(t)));
+                *acc = _mm512_add_ps(*acc, _mm512_mul_ps(q, k));
+            }
+        }
+        // 128-bit lane L of `x` holds rows L's lanes 0–3 (rows 0–3), of `y` their lanes 4–7.
+        let half = |a: __m512, b: __m512| {
+            let x = _mm512_shuffle_f32x4::<0b10_00_10_00>(a, b);
+            let y = _mm512_shuffle_f32x4::<0b11_01_11_01>(a, b);
+            _mm512_add_ps(x, y)
+        };
+        let (r0, r4) = (half(acc[0], acc[1]), half(acc[2], acc[3]));
+        // Per lane L: (l0+l4) + (l2+l6) and (l1+l5) + (l3+l7) of rows L and L + 4.
+        let t = _mm512_add_ps(_mm512_shuffle_ps::<0x44>(r0, r4), _mm512_shuffle_ps::<0xEE>(r0, r4));
+        // The last addition: lane L = [s_L, s_{L+4}, …].
+        let s = _mm512_add_ps(_mm512_shuffle_ps::<0x88>(t, t), _mm512_shuffle_ps::<0xDD>(t, t));
+        let order = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 13, 9, 5, 1, 12, 8, 4, 0);
+        let mut out = [0.0f32; 8];
+        _mm256_storeu_ps(out.as_mut_ptr(), _mm512_castps512_ps256(_mm512_permutexvar_ps(order, s)));
+        out
+    }
+
+    /// Elements an AVX-512 register block holds across all positions (a 64-wide head at once).
+    pub const E512: usize = 64;
+
+    /// `accumulate` for `o.len()` a multiple of `E512`, as [`accumulate`] with 16-wide registers
+    /// (each element still sums its positions in order).
+    ///
+    /// # Safety
+    /// AVX-512 F.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn accumulate_512(o: &mut [f32], w: &[f32], values: &[f32], stride: usize) {
+        assert!(o.len().is_multiple_of(E512) && (w.is_empty() || values.len() >= (w.len() - 1) * stride + o.len()));
+        for c in (0..o.len()).step_by(E512) {
+            let mut acc: [__m512; 4] = core::array::from_fn(|k| _mm512_loadu_ps(o.as_ptr().add(c + 16 * k)));
+            for (p, &s) in w.iter().enumerate() {
+                let (s, v) = (_mm512_set1_ps(s), values.as_ptr().add(p * stride + c));
+                for (k, acc) in acc.iter_mut().enumerate() {
+                    *acc = _mm512_add_ps(*acc, _mm512_mul_ps(s, _mm512_loadu_ps(v.add(16 * k))));
+                }
+            }
+            for (k, acc) in acc.iter().enumerate() {
+                _mm512_storeu_ps(o.as_mut_ptr().add(c + 16 * k), *acc);
+            }
+        }
+    }
 
     /// `dot` for four rows at once: one row's chain of eight-lane adds waits on each add, four
     /// chains overlap. Lane j of row r sums elements j, j + 8, … exactly as `dot` does.
@@ -148,8 +239,11 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
 pub fn expf(x: f32) -> f32 {
     const LOG2E: f32 = core::f32::consts::LOG2_E;
     let x = x.clamp(-87.0, 88.0);
-    // Round x·log2(e) to the nearest integer by pushing it through the mantissa.
-    let n = (x * LOG2E + 12_582_912.0) - 12_582_912.0;
+    // Round x·log2(e) to the nearest integer by pushing it through the mantissa; the sum's low
+    // mantissa bits are that integer (read from the bits: an `as` conversion saturates, which
+    // LLVM does lane by lane, and this loop should stay in vector registers).
+    let t = x * LOG2E + 12_582_912.0;
+    let (n, ni) = (t - 12_582_912.0, t.to_bits() as i32 - 0x4B40_0000);
     // ln 2 in two parts, so r = x − n·ln2 stays exact.
     let r = (x - n * 0.693_359_4) - n * -2.121_944_4e-4;
     let z = r * r;
@@ -157,7 +251,29 @@ pub fn expf(x: f32) -> f32 {
         * r
         + 0.5;
     let y = p * z + r + 1.0;
-    y * f32::from_bits(((n as i32 + 127) as u32) << 23)
+    y * f32::from_bits(((ni + 127) as u32) << 23)
+}
+
+crate::bitnet::wide::wide_fn! {
+    /// Scores `w` to softmax weights in place, as ggml's soft_max: `exp(s − max)`, their sum
+    /// in f64 in position order, each weight times `1/sum` (rounded once to f32).
+    pub fn softmax(w: &mut [f32]) {
+        let max = max(w);
+        w.iter_mut().for_each(|s| *s = expf(*s - max));
+        let sum: f64 = w.iter().map(|&s| s as f64).sum();
+        let inv = (1.0 / sum) as f32;
+        w.iter_mut().for_each(|s| *s *= inv);
+    }
+}
+
+crate::bitnet::wide::wide_fn! {
+    /// `g = silu(g) · u` element by element: the FFN's gate (SiLU, with this `exp`) times its up
+    /// projection.
+    pub fn silu_mul(g: &mut [f32], u: &[f32]) {
+        for (g, u) in g.iter_mut().zip(u) {
+            *g = *g / (1.0 + expf(-*g)) * u;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -206,7 +322,9 @@ mod tests {
 
     #[test]
     fn the_blocked_scores_equal_one_dot_per_row_bit_for_bit() {
-        for (d, rows, stride) in [(64, 37, 64), (64, 9, 192), (19, 6, 25), (5, 3, 5), (128, 4, 128), (8, 1, 8)] {
+        for (d, rows, stride) in
+            [(64, 37, 64), (64, 9, 192), (19, 6, 25), (5, 3, 5), (128, 4, 128), (8, 1, 8), (8, 17, 8), (128, 16, 136)]
+        {
             let (q, keys) = (values(d, d as u32), values(rows * stride, 7));
             let mut got = alloc::vec![0.0; rows];
             super::scores(&q, &keys, stride, 0.125, &mut got);
@@ -214,6 +332,26 @@ mod tests {
                 let want = super::dot(&q, &keys[p * stride..][..d]) * 0.125;
                 assert_eq!(g.to_bits(), want.to_bits(), "d {d}, row {p}");
             }
+        }
+    }
+
+    /// The widened softmax and SiLU loops against the same arithmetic written out here.
+    #[test]
+    fn the_softmax_and_silu_loops_compute_their_definitions_bit_for_bit() {
+        for len in [1, 7, 16, 33, 300] {
+            let x = values(len, 3 + len as u32);
+            let mut got = x.clone();
+            super::softmax(&mut got);
+            let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let e: alloc::vec::Vec<f32> = x.iter().map(|&s| super::expf(s - max)).collect();
+            let inv = (1.0 / e.iter().map(|&v| v as f64).sum::<f64>()) as f32;
+            let want: alloc::vec::Vec<u32> = e.iter().map(|&v| (v * inv).to_bits()).collect();
+            assert_eq!(got.iter().map(|v| v.to_bits()).collect::<alloc::vec::Vec<_>>(), want, "softmax {len}");
+            let (mut g, u) = (values(len, 5).iter().map(|v| v * 1e9).collect::<alloc::vec::Vec<f32>>(), values(len, 6));
+            let want: alloc::vec::Vec<u32> =
+                g.iter().zip(&u).map(|(&g, &u)| (g / (1.0 + super::expf(-g)) * u).to_bits()).collect();
+            super::silu_mul(&mut g, &u);
+            assert_eq!(g.iter().map(|v| v.to_bits()).collect::<alloc::vec::Vec<_>>(), want, "silu {len}");
         }
     }
 
@@ -228,7 +366,7 @@ mod tests {
 
     #[test]
     fn the_blocked_weighted_sum_adds_in_position_order_bit_for_bit() {
-        for (d, rows, stride) in [(64, 37, 64), (64, 9, 192), (80, 5, 80), (19, 6, 25), (32, 1, 32)] {
+        for (d, rows, stride) in [(64, 37, 64), (64, 9, 192), (80, 5, 80), (19, 6, 25), (32, 1, 32), (128, 7, 136)] {
             let (w, vals) = (values(rows, 3), values(rows * stride, 11));
             let start = values(d, 5);
             let mut got = start.clone();

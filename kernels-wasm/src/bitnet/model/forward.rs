@@ -224,11 +224,7 @@ impl Attention {
                 // Causal: positions 0..=start + i. Softmax as ggml's soft_max (sum in f64).
                 w.resize(start + i + 1, 0.0);
                 attend::scores(&qh, &k_cache[kv..], kv_dim, scale, &mut w);
-                let max = attend::max(&w);
-                w.iter_mut().for_each(|s| *s = attend::expf(*s - max));
-                let sum: f64 = w.iter().map(|&s| s as f64).sum();
-                let inv = (1.0 / sum) as f32;
-                w.iter_mut().for_each(|s| *s *= inv);
+                attend::softmax(&mut w);
                 ex.round_half(&mut w);
                 attend::accumulate(o, &w, &v_cache[kv..], kv_dim);
             }
@@ -261,13 +257,9 @@ impl Ffn {
         let hidden = self.up.shape().0;
         let (mut gate, mut up) = (vec![0.0; n * hidden], vec![0.0; n * hidden]);
         ex.linears(&[&self.up, &self.gate], xs, &mut [&mut up, &mut gate])?;
-        ex.rows(&mut gate, hidden, &|i, g| {
-            // SiLU (ggml computes its own exp approximation too), then the product with the up
-            // projection.
-            for (g, u) in g.iter_mut().zip(&up[i * hidden..]) {
-                *g = *g / (1.0 + attend::expf(-*g)) * u;
-            }
-        });
+        // SiLU (ggml computes its own exp approximation too), then the product with the up
+        // projection.
+        ex.rows(&mut gate, hidden, &|i, g| attend::silu_mul(g, &up[i * hidden..][..hidden]));
         self.sub_norm.forward(&mut gate, ex);
         let mut y = vec![0.0; n * self.down.shape().0];
         ex.linear(&self.down, &gate, &mut y)?;

@@ -97,9 +97,12 @@ fn perplexity_matches_llama_perplexity_within_half_a_percent() {
 #[test]
 fn every_backend_gives_the_scalar_kernels_bits_for_the_whole_model() {
     let m = fixture();
-    let prompt = [1, 313, 278, 403, 351];
-    let mut c1 = Cache::new(&m.config, 16);
-    let mut c2 = Cache::new(&m.config, 16);
+    // Long enough for every GEMM path: 40 rows run the AMX tiles where the CPU has them (16+),
+    // the VNNI/AVX2 tiles in groups of four and the rest one by one.
+    let mut prompt = vec![1u32, 313, 278, 403, 351];
+    prompt.extend((0..35).map(|i| (i * 7919 + 11) % m.config.vocab as u32));
+    let mut c1 = Cache::new(&m.config, 48);
+    let mut c2 = Cache::new(&m.config, 48);
     let a = m.forward(&prompt, &mut c1, &scalar(), Logits::All).unwrap();
     let b = m.forward(&prompt, &mut c2, &Exec::best(&Single), Logits::All).unwrap();
     assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()));
@@ -107,7 +110,7 @@ fn every_backend_gives_the_scalar_kernels_bits_for_the_whole_model() {
     #[cfg(not(target_arch = "wasm32"))]
     {
         let pool = crate::bitnet::pool::Pool::new(2).unwrap();
-        let mut c3 = Cache::new(&m.config, 16);
+        let mut c3 = Cache::new(&m.config, 48);
         let c = m.forward(&prompt, &mut c3, &Exec::best(&pool), Logits::All).unwrap();
         assert!(a.iter().zip(&c).all(|(x, y)| x.to_bits() == y.to_bits()));
     }
@@ -368,7 +371,7 @@ fn matrices_sharing_an_input_give_in_one_pass_what_each_gives_alone() {
         // And a list that mixes formats, which runs matrix by matrix.
         let other = Linear::pack(&ts[1], if quant == Quant::I2s { Quant::Tl1 } else { Quant::I2s }).unwrap();
         for list in [vec![&ws[0], &ws[1], &ws[2]], vec![&ws[0], &other]] {
-            for n in [1, 3] {
+            for n in [1, 3, 37] {
                 let xs = rng.f32s(n * 256, 2.0);
                 let mut outs: Vec<Vec<f32>> = list.iter().map(|w| vec![0.0; n * w.shape().0]).collect();
                 let mut refs: Vec<&mut [f32]> = outs.iter_mut().map(|o| o.as_mut_slice()).collect();
