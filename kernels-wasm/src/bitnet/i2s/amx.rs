@@ -193,3 +193,20 @@ pub unsafe fn tiles(w: &[u8], chunks: usize, g0: &[u8], g1: Option<&[u8]>, out: 
         options(nostack)
     );
 }
+
+/// C tile `tile` (16 weight rows × 16 activation rows) into `acc`, one run of 16 per activation
+/// row: column j (activation row j, `j < sums.len()`) minus `sums[j]` goes to
+/// `acc[j·stride..][..16]`. A gather reads each column, where element-wise copies would make
+/// 256 scattered stores.
+///
+/// # Safety
+/// AVX-512 F; `acc` holds `(sums.len() − 1)·stride + 16` values.
+#[target_feature(enable = "avx512f")]
+pub unsafe fn columns(tile: &[[i32; 16]; 16], sums: &[i32], acc: &mut [i32], stride: usize) {
+    assert!(sums.len() <= 16 && (sums.is_empty() || acc.len() >= (sums.len() - 1) * stride + 16));
+    let rows = _mm512_set_epi32(240, 224, 208, 192, 176, 160, 144, 128, 112, 96, 80, 64, 48, 32, 16, 0);
+    for (j, &s) in sums.iter().enumerate() {
+        let v = _mm512_i32gather_epi32::<4>(_mm512_add_epi32(rows, _mm512_set1_epi32(j as i32)), tile.as_ptr().cast());
+        _mm512_storeu_si512(acc.as_mut_ptr().add(j * stride).cast(), _mm512_sub_epi32(v, _mm512_set1_epi32(s)));
+    }
+}

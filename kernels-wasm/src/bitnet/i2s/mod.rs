@@ -267,14 +267,12 @@ impl I2sMatrix {
                 // SAFETY: AMX is available; `w` holds 2·chunks tiles, each group chunks tiles.
                 unsafe { amx::tiles(w, chunks, group(g), second, &mut c) };
                 for (t, tile) in c.iter().enumerate() {
-                    let (h, gg) = (t / 2, g + t % 2);
-                    for col in 0..16 {
-                        let a = 16 * gg + col;
-                        if a < n {
-                            for (m, row) in tile.iter().enumerate() {
-                                acc[a * R + 16 * h + m] = row[col] - q_sum[a];
-                            }
-                        }
+                    let (h, first) = (t / 2, 16 * (g + t % 2));
+                    if first < n {
+                        let sums = &q_sum[first..n.min(first + 16)];
+                        // SAFETY: AMX implies AVX-512 F; `acc` holds n runs of 32, and run
+                        // first + j + 1 ends past `(first + j)·32 + 16h + 16`.
+                        unsafe { amx::columns(tile, sums, &mut acc[first * R + 16 * h..], R) };
                     }
                 }
             }

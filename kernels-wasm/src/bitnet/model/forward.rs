@@ -117,15 +117,21 @@ impl Rope {
         Rope { head_dim, theta_scale: libm::powf(base, -2.0 / head_dim as f32) }
     }
 
-    /// Rotates every head of `x` (heads × head_dim) for position `pos`.
-    fn forward(&self, x: &mut [f32], pos: usize) {
-        let half = self.head_dim / 2;
+    /// `(cos θ_i, sin θ_i)` of position `pos`, one per pair.
+    fn angles(&self, pos: usize) -> Vec<(f32, f32)> {
         let mut theta = pos as f32;
-        let mut cs = vec![(0.0f32, 0.0f32); half];
-        for c in cs.iter_mut() {
-            *c = (libm::cosf(theta), libm::sinf(theta));
-            theta *= self.theta_scale;
-        }
+        (0..self.head_dim / 2)
+            .map(|_| {
+                let c = (libm::cosf(theta), libm::sinf(theta));
+                theta *= self.theta_scale;
+                c
+            })
+            .collect()
+    }
+
+    /// Rotates every head of `x` by the angles `cs` of its position.
+    fn rotate(&self, x: &mut [f32], cs: &[(f32, f32)]) {
+        let half = self.head_dim / 2;
         for head in x.chunks_exact_mut(self.head_dim) {
             for (i, &(cos, sin)) in cs.iter().enumerate() {
                 let (x0, x1) = (head[i], head[i + half]);
@@ -199,10 +205,10 @@ impl Attention {
         let n = xs.len() / self.q.shape().1;
         let (mut q, mut k, mut v) = (vec![0.0; n * dim], vec![0.0; n * kv_dim], vec![0.0; n * kv_dim]);
         ex.linears(&[&self.q, &self.k, &self.v], xs, &mut [&mut q, &mut k, &mut v])?;
-        for i in 0..n {
-            self.rope.forward(&mut q[i * dim..(i + 1) * dim], start + i);
-            self.rope.forward(&mut k[i * kv_dim..(i + 1) * kv_dim], start + i);
-        }
+        // Each token's angles once for its query and key, the tokens shared out to the threads.
+        let angles = super::par::map(ex.par, n, &|i| Ok(self.rope.angles(start + i)))?;
+        ex.rows(&mut q, dim, &|i, q| self.rope.rotate(q, &angles[i]));
+        ex.rows(&mut k, kv_dim, &|i, k| self.rope.rotate(k, &angles[i]));
         let at = start * kv_dim..(start + n) * kv_dim;
         k_cache[at.clone()].copy_from_slice(&k);
         v_cache[at.clone()].copy_from_slice(&v);
