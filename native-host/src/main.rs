@@ -90,6 +90,8 @@ enum BitnetCommand {
     Run(native_host::bitnet::run::Args),
     /// Prompt processing and generation speed, as llama-bench prints it (like e2e_benchmark.py).
     Bench(native_host::bitnet::bench::Args),
+    /// KL divergence of a model's next-token distributions from a base model's over text.
+    Kl(native_host::bitnet::kl::Args),
 }
 
 #[derive(clap::Args)]
@@ -121,6 +123,7 @@ async fn main() -> Result<()> {
         Command::Bitnet(BitnetCommand::Convert(args)) => native_host::bitnet::convert::run(args),
         Command::Bitnet(BitnetCommand::Run(args)) => native_host::bitnet::run::run(args),
         Command::Bitnet(BitnetCommand::Bench(args)) => native_host::bitnet::bench::run(args),
+        Command::Bitnet(BitnetCommand::Kl(args)) => native_host::bitnet::kl::run(args),
         Command::Ebpf(EbpfCommand::OpBench(args)) => native_host::ebpf::op_bench::run(args),
         Command::Ebpf(EbpfCommand::Bench(args)) => native_host::ebpf::op_bench::run_model(args),
         Command::Ebpf(EbpfCommand::Run(args)) => native_host::ebpf::cli::run(args),

@@ -87,6 +87,48 @@ fn dummy_writes_a_model_that_runs_benches_and_converts() {
     assert_eq!(String::from_utf8_lossy(&out.stderr).matches("> ").count(), 3, "two turns and the end");
 }
 
+/// `convert --output-type` writes the output layer (here the tied embeddings) as Q8_0 / Q6_K
+/// in ggml's block sizes; the files load, run and bench, are smaller, and `kl` prices each
+/// against the F16 file: zero for the file itself, next to nothing for F32 (the same values),
+/// more for Q6_K than for Q8_0. (This random-weight model amplifies any change of its inputs,
+/// so the drift itself is large; see the README.)
+#[test]
+fn quantised_output_layers_convert_run_and_report_their_drift() {
+    let f16 = tmp("out-f16.i2_s.gguf");
+    ok(&bitnet(&["dummy", "--size", "tiny", "--quant", "i2_s", "--seed", "5", "-o", s(&f16)]));
+    let size = |p: &Path| std::fs::metadata(p).unwrap().len();
+    let table_type = |p: &Path| {
+        let bytes = std::fs::read(p).unwrap();
+        let g = kernels_wasm::gguf::Gguf::parse(&bytes).unwrap();
+        g.tensor("token_embd.weight").unwrap().ty
+    };
+    let kl = |m: &Path| {
+        let report = ok(&bitnet(&["kl", "--base", s(&f16), "-m", s(m), "-c", "64"]));
+        let at = report.find("mean ").unwrap() + 5;
+        report[at..].split(',').next().unwrap().trim().parse::<f64>().unwrap()
+    };
+    assert_eq!(kl(&f16), 0.0, "a model against itself");
+    let mut drift = Vec::new();
+    for (ty, ggml) in [
+        ("f32", kernels_wasm::gguf::GgmlType::F32),
+        ("q8_0", kernels_wasm::gguf::GgmlType::Q8_0),
+        ("q6_k", kernels_wasm::gguf::GgmlType::Q6_K),
+    ] {
+        let out = tmp(&format!("out-{ty}.i2_s.gguf"));
+        ok(&bitnet(&["convert", "-i", s(&f16), "--quant", "i2_s", "--output-type", ty, "-o", s(&out)]));
+        assert_eq!(table_type(&out), ggml);
+        let table = ok(&bitnet(&["bench", "-m", s(&out), "-p", "16", "-n", "8", "-r", "1"]));
+        assert!(table.contains("tg8"), "{table}");
+        ok(&bitnet(&["run", "-m", s(&out), "-p", "abc", "-n", "4", "--temp", "0"]));
+        drift.push((ty, size(&out), kl(&out)));
+    }
+    let [(_, f32_size, f32_kl), (_, q8_size, q8_kl), (_, q6_size, q6_kl)] = drift[..] else { unreachable!() };
+    assert!(f32_size > size(&f16) && size(&f16) > q8_size && q8_size > q6_size, "{drift:?}");
+    assert!(f32_kl < 1e-4 && f32_kl < q8_kl && q8_kl < q6_kl, "{drift:?}");
+    let out = bitnet(&["convert", "-i", s(&f16), "--quant", "i2_s", "--output-type", "q4_0", "-o", "/tmp/x.gguf"]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--output-type"));
+}
+
 #[test]
 fn bad_models_and_arguments_are_named() {
     let cases: Vec<(Vec<String>, &str)> = vec![

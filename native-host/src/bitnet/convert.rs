@@ -3,7 +3,7 @@
 //! llama-quantize), or one already in I2_S/TL1/TL2, to I2_S, TL1 or TL2. Linear weights become
 //! ternary as bitnet.cpp does it (`convert::ternary`); everything else is copied.
 
-use super::dummy::{parse_embed, parse_quant, write_model, Target};
+use super::dummy::{parse_embed, parse_output_type, parse_quant, write_model, Target};
 use anyhow::{bail, Context, Result};
 use kernels_wasm::bitnet::blob::Shared;
 use kernels_wasm::bitnet::model::config::Config;
@@ -25,6 +25,11 @@ pub struct Args {
     /// Embedding/output type: f16 (what bitnet.cpp's llama-quantize makes of them) or f32.
     #[arg(long, default_value = "f16")]
     pub embed: String,
+    /// Output-layer type: f16, f32, q8_0 or q6_k (ik_llama.cpp's --output-tensor-type). A model
+    /// without its own output.weight uses its embeddings as the output layer, so they take this
+    /// type. Default: --embed's.
+    #[arg(long)]
+    pub output_type: Option<String>,
     /// Output file.
     #[arg(short = 'o', long)]
     pub output: PathBuf,
@@ -71,10 +76,15 @@ pub fn run(args: Args) -> Result<()> {
             _ => Values::F32(g.dequantize(bytes, t)?),
         })
     };
-    let target = Target { name: &name, quant, embed, output, path: &args.output };
+    let output_ty = output_type(&args, embed)?;
+    let target = Target { name: &name, quant, embed, output_ty, output, path: &args.output };
     let total = write_model(&c, target, metadata, make)?;
     eprintln!("wrote {} ({:.1} MB)", args.output.display(), total as f64 / 1e6);
     Ok(())
+}
+
+fn output_type(args: &Args, embed: kernels_wasm::gguf::GgmlType) -> Result<kernels_wasm::gguf::GgmlType> {
+    args.output_type.as_deref().map(parse_output_type).unwrap_or(Ok(embed))
 }
 
 fn find_linear<'a>(m: &'a Model, tensor: &str) -> Result<&'a kernels_wasm::bitnet::model::Linear> {
@@ -110,7 +120,9 @@ fn from_checkpoint(args: &Args, quant: kernels_wasm::bitnet::model::Quant) -> Re
             _ => Values::F32(w.clone()),
         })
     };
-    let target = Target { name: &name, quant, embed: parse_embed(&args.embed)?, output: !ck.tied, path: &args.output };
+    let embed = parse_embed(&args.embed)?;
+    let output_ty = output_type(args, embed)?;
+    let target = Target { name: &name, quant, embed, output_ty, output: !ck.tied, path: &args.output };
     let total = write_model(c, target, metadata, make)?;
     eprintln!("wrote {} ({:.1} MB)", args.output.display(), total as f64 / 1e6);
     Ok(())

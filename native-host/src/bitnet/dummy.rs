@@ -45,6 +45,17 @@ pub fn parse_embed(s: &str) -> Result<GgmlType> {
     }
 }
 
+/// `--output-type`: the output layer's type.
+pub fn parse_output_type(s: &str) -> Result<GgmlType> {
+    match s.to_ascii_lowercase().as_str() {
+        "f16" => Ok(GgmlType::F16),
+        "f32" => Ok(GgmlType::F32),
+        "q8_0" => Ok(GgmlType::Q8_0),
+        "q6_k" => Ok(GgmlType::Q6_K),
+        _ => bail!("--output-type {s:?}: give f16, f32, q8_0 or q6_k"),
+    }
+}
+
 pub fn run(args: Args) -> Result<()> {
     let Some(c) = Config::dummy(&args.size) else {
         let sizes: Vec<&str> = DUMMY_LAYOUTS.iter().map(|l| l.0).collect();
@@ -52,7 +63,7 @@ pub fn run(args: Args) -> Result<()> {
     };
     let (quant, embed) = (parse_quant(&args.quant)?, parse_embed(&args.embed)?);
     let name = format!("bitnet-dummy-{}", args.size.to_uppercase());
-    let target = Target { name: &name, quant, embed, output: false, path: &args.output };
+    let target = Target { name: &name, quant, embed, output_ty: embed, output: false, path: &args.output };
     write_model(&c, target, dummy::metadata(&c, &name, quant), |tensor, kind| {
         Ok(dummy::values(args.seed, tensor, kind))
     })?;
@@ -64,6 +75,8 @@ pub struct Target<'a> {
     pub name: &'a str,
     pub quant: Quant,
     pub embed: GgmlType,
+    /// The output layer's type (a model without `output.weight` gives it to its embeddings).
+    pub output_ty: GgmlType,
     /// Whether it has its own `output.weight` (else the embeddings serve).
     pub output: bool,
     pub path: &'a std::path::Path,
@@ -76,20 +89,21 @@ pub fn write_model(
     metadata: Vec<(String, kernels_wasm::gguf::Value)>,
     mut make: impl FnMut(&str, &Kind) -> Result<Values>,
 ) -> Result<u64> {
-    let Target { name, quant, embed, output, path } = t;
-    let tensors = write::tensors(c, quant, embed, output);
+    let Target { name, quant, embed, output_ty, output, path } = t;
+    let tensors = write::tensors_typed(c, quant, embed, output_ty, output);
     let total: u64 = tensors
         .iter()
         .map(|(_, k)| write::tensor_bytes(k).next_multiple_of(kernels_wasm::gguf::write::ALIGNMENT) as u64)
         .sum();
     eprintln!(
-        "{name}: {} layers, dim {}, FFN {}, vocab {}, {:.1} M ternary weights in {}, {embed:?} embeddings → {}",
+        "{name}: {} layers, dim {}, FFN {}, vocab {}, {:.1} M ternary weights in {}, {:?} embeddings, {output_ty:?} output → {}",
         c.layers,
         c.dim,
         c.ffn,
         c.vocab,
         c.ternary_weights() as f64 / 1e6,
         quant.name().to_uppercase(),
+        if output { embed } else { output_ty },
         path.display()
     );
     let mut progress = Progress::new(total);

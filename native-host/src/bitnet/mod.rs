@@ -6,12 +6,14 @@
 //!   checkpoint) to I2_S, TL1 or TL2.
 //! - [`run`]: `bitnet run`, streamed generation and `--cnv` chat (run_inference.py).
 //! - [`bench`]: `bitnet bench`, pp/tg tokens per second as llama-bench prints them (e2e_benchmark.py).
+//! - [`kl`]: `bitnet kl`, the drift of a model's next-token distributions from a base model's.
 
 pub mod bench;
 pub mod convert;
 pub mod dummy;
 pub mod hf;
 pub mod kernel_bench;
+pub mod kl;
 pub mod run;
 
 use anyhow::{Context, Result};

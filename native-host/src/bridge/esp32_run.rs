@@ -32,7 +32,14 @@ fn dummy_file(size: &str, quant: &str) -> Result<PathBuf, Failure> {
     let path = dir.join(format!("dummy-{}-{}.gguf", size.to_ascii_lowercase(), q.name()));
     if !path.exists() {
         let name = format!("bitnet-dummy-{}", size.to_uppercase());
-        let target = Target { name: &name, quant: q, embed: GgmlType::F16, output: false, path: &path };
+        let target = Target {
+            name: &name,
+            quant: q,
+            embed: GgmlType::F16,
+            output_ty: GgmlType::F16,
+            output: false,
+            path: &path,
+        };
         write_model(&c, target, dummy::metadata(&c, &name, q), |t, k| Ok(dummy::values(0, t, k)))
             .map_err(|e| Failure { code: ErrorCode::Io, message: format!("writing the dummy model: {e:#}") })?;
     }

@@ -17,6 +17,7 @@
 //! tile instructions are written with `asm!`: Rust's AMX intrinsics are not stable. The compiler
 //! never allocates tile registers itself, so their contents live from one `asm!` to the next.
 
+use super::x86;
 use alloc::vec;
 use alloc::vec::Vec;
 use core::arch::asm;
@@ -110,20 +111,15 @@ pub fn pack_group(q: &[&[i8]], k: usize, out: &mut [u8]) {
 /// of 128; `out` holds `32·k` bytes.
 #[target_feature(enable = "avx512f,avx512bw")]
 pub unsafe fn unpack_weights(rows: &[u8], k: usize, out: &mut [u8]) {
-    let (stride, chunks) = (k / 4, k / CHUNK);
-    let mask = _mm512_set1_epi8(3);
-    // As in `tile_avx512`: a 32-byte block broadcast to both halves, shifted by 6|4 gives
-    // weights 0–63 in order, by 2|0 weights 64–127.
-    let shifts = [_mm512_set_epi64(4, 4, 4, 4, 6, 6, 6, 6), _mm512_set_epi64(0, 0, 0, 0, 2, 2, 2, 2)];
+    let (stride, chunks, base) = (k / 4, k / CHUNK, out.as_mut_ptr());
     for r in 0..32 {
         let (h, m) = (r / 16, r % 16);
         for b in 0..stride / 32 {
-            let raw = _mm512_broadcast_i64x4(_mm256_loadu_si256(rows.as_ptr().add(r * stride + b * 32).cast()));
-            for (half, &shift) in shifts.iter().enumerate() {
-                let c = 2 * b + half;
-                let codes = _mm512_and_si512(_mm512_srlv_epi64(raw, shift), mask);
-                _mm512_storeu_si512(out.as_mut_ptr().add((h * chunks + c) * TILE + m * CHUNK).cast(), codes);
-            }
+            // As in `tile_avx512`: one block gives chunks 2b (weights 0–63) and 2b + 1.
+            let raw = x86::broadcast_block(rows.as_ptr().add(r * stride + b * 32));
+            let at = |c: usize| base.add((h * chunks + c) * TILE + m * CHUNK).cast();
+            _mm512_storeu_si512(at(2 * b), x86::plane_pair::<0>(raw));
+            _mm512_storeu_si512(at(2 * b + 1), x86::plane_pair::<1>(raw));
         }
     }
 }

@@ -143,13 +143,41 @@ pub unsafe fn dot_avx512(codes: &[u8], q: &[i8]) -> i32 {
 /// activation row, the weights streamed once) keeps a block's loads in flight.
 const PREFETCH_ROWS_512: usize = 16;
 
+/// A 32-byte I2_S block (128 weights) broadcast to both halves of a register.
+///
+/// # Safety
+/// AVX-512 F; 32 readable bytes at `p`.
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(super) unsafe fn broadcast_block(p: *const u8) -> __m512i {
+    _mm512_broadcast_i64x4(_mm256_loadu_si256(p.cast()))
+}
+
+/// The codes of weights 0–63 (`H = 0`) or 64–127 (`H = 1`) of a block from
+/// [`broadcast_block`], in order: the low half shifted by 6 (2), the high half by 4 (0), each byte
+/// masked to its 2 bits, so planes 0 and 1 (2 and 3) sit side by side. (A masked shift rather
+/// than `vpsrlvq`, which Miri cannot interpret.)
+///
+/// # Safety
+/// AVX-512 F and BW.
+#[target_feature(enable = "avx512f,avx512bw")]
+#[inline]
+pub(super) unsafe fn plane_pair<const H: usize>(raw: __m512i) -> __m512i {
+    const HIGH: __mmask32 = 0xFFFF_0000;
+    let w = if H == 0 {
+        _mm512_mask_srli_epi16::<4>(_mm512_srli_epi16::<6>(raw), HIGH, raw)
+    } else {
+        _mm512_mask_mov_epi16(_mm512_srli_epi16::<2>(raw), HIGH, raw)
+    };
+    _mm512_and_si512(w, _mm512_set1_epi8(3))
+}
+
 /// `Σ code·q` of four weight rows against `N` activation rows: the int8 GEMM micro-tile of
 /// prompt processing (and, with `N = 1`, of generation) on AVX-512 VNNI.
 ///
-/// Each 32-byte block (128 weights) is broadcast to both halves of a register; shifting the low
-/// half by 6 and the high half by 4 (then masking with 3) gives planes 0 and 1, the codes of
-/// weights 0–63 in order, so they meet the block's first 64 activations as one plain load; shifts
-/// 2 and 0 give weights 64–127. No permutation of either operand, and any K that is a whole
+/// Each 32-byte block (128 weights) is broadcast to both halves of a register and split by
+/// [`plane_pair`] into the codes of weights 0–63 and 64–127 in order, so they meet the block's
+/// activations as two plain loads: no permutation of either operand, and any K that is a whole
 /// number of blocks. Every product is exact in int32 (|code·q| ≤ 256, K ≤ 2²⁰ per row), so the
 /// order of the sums cannot change a bit. `4·N` accumulators stay in registers for the whole row.
 ///
@@ -157,8 +185,6 @@ const PREFETCH_ROWS_512: usize = 16;
 /// The CPU must support AVX-512 F, BW and VNNI; every row `K/4` bytes, every `q` `K` values.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 pub unsafe fn tile_avx512<const N: usize>(rows: [&[u8]; 4], q: [&[i8]; N]) -> [[i32; 4]; N] {
-    let mask = _mm512_set1_epi8(3);
-    let shifts = [_mm512_set_epi64(4, 4, 4, 4, 6, 6, 6, 6), _mm512_set_epi64(0, 0, 0, 0, 2, 2, 2, 2)];
     let mut acc = [[_mm512_setzero_si512(); 4]; N];
     let stride = rows[0].len();
     for b in 0..stride / 32 {
@@ -166,15 +192,22 @@ pub unsafe fn tile_avx512<const N: usize>(rows: [&[u8]; 4], q: [&[i8]; N]) -> [[
             // Harmless past the end of the matrix: a prefetch never faults.
             _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().wrapping_add(PREFETCH_ROWS_512 * stride + b * 32).cast());
         }
-        for (h, &shift) in shifts.iter().enumerate() {
-            let acts: [__m512i; N] =
-                core::array::from_fn(|n| _mm512_loadu_si512(q[n].as_ptr().add(b * 128 + h * 64).cast()));
-            for (r, row) in rows.iter().enumerate() {
-                let raw = _mm512_broadcast_i64x4(_mm256_loadu_si256(row.as_ptr().add(b * 32).cast()));
-                let w = _mm512_and_si512(_mm512_srlv_epi64(raw, shift), mask);
-                for n in 0..N {
-                    acc[n][r] = _mm512_dpbusd_epi32(acc[n][r], w, acts[n]);
-                }
+        let raw: [__m512i; 4] = core::array::from_fn(|r| broadcast_block(rows[r].as_ptr().add(b * 32)));
+        let acts = |h: usize| -> [__m512i; N] {
+            core::array::from_fn(|n| _mm512_loadu_si512(q[n].as_ptr().add(b * 128 + h * 64).cast()))
+        };
+        let a = acts(0);
+        for (r, &raw) in raw.iter().enumerate() {
+            let w = plane_pair::<0>(raw);
+            for n in 0..N {
+                acc[n][r] = _mm512_dpbusd_epi32(acc[n][r], w, a[n]);
+            }
+        }
+        let a = acts(1);
+        for (r, &raw) in raw.iter().enumerate() {
+            let w = plane_pair::<1>(raw);
+            for n in 0..N {
+                acc[n][r] = _mm512_dpbusd_epi32(acc[n][r], w, a[n]);
             }
         }
     }

@@ -5,11 +5,13 @@
 //! output projection, `ffn_sub_norm` before the FFN down projection) and a SiLU-gated FFN
 //! (bitnet.cpp's own output settles which; see [`forward`]). Every linear layer but the output is ternary (I2_S, TL1 or TL2, one f32 scale per
 //! tensor) and quantises its input row to int8 itself, as ggml's mul_mat does; embeddings and
-//! output are F16 or F32.
+//! output are F16, F32, Q8_0 or Q6_K.
 //!
 //! - [`config`]: the shape from the GGUF metadata, and the dummy layouts of
 //!   `generate-dummy-bitnet-model.py`.
-//! - [`linear`]: one ternary linear layer in any format, and the F16/F32 embedding table.
+//! - [`linear`]: one ternary linear layer in any format.
+//! - [`table`]: the embedding table, which is also the output layer; [`qtable`]: its Q8_0 and
+//!   Q6_K forms.
 //! - [`par`]: how a layer's rows are shared out (one thread, or the [`super::pool::Pool`]).
 //! - [`forward`]: the model, one struct per layer, with its KV cache.
 //! - [`load`] / [`write`]: GGUF in and out (weights stay in the file's memory map).
@@ -29,6 +31,7 @@ pub mod linear;
 #[cfg(target_has_atomic = "ptr")]
 pub mod load;
 pub mod par;
+pub mod qtable;
 pub mod sample;
 pub mod table;
 pub mod tokenizer;

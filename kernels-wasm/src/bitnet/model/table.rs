@@ -8,6 +8,7 @@
 //! the AVX2 kernel and the scalar one give the same bits on every machine.
 
 use super::par::Parallel;
+use super::qtable;
 use super::ModelError;
 use crate::bitnet::blob::Blob;
 use crate::bitnet::BitnetError;
@@ -26,23 +27,36 @@ const LANES: usize = 32;
 
 impl Table {
     pub fn new(name: &str, rows: usize, cols: usize, ty: GgmlType, data: Blob) -> Result<Table, ModelError> {
-        let width = match ty {
-            GgmlType::F16 => 2,
-            GgmlType::F32 => 4,
-            other => {
+        let row_bytes = match (ty, qtable::block(ty)) {
+            (GgmlType::F16, _) => cols * 2,
+            (GgmlType::F32, _) => cols * 4,
+            (_, Some((n, size))) if cols.is_multiple_of(n) => cols / n * size,
+            (_, Some((n, _))) => {
+                return Err(ModelError::tensor(name, alloc::format!("{ty:?} rows of {cols}: not whole blocks of {n}")))
+            }
+            (other, None) => {
                 return Err(ModelError::tensor(
                     name,
-                    alloc::format!("{other:?}: embeddings and output must be F16 or F32"),
+                    alloc::format!("{other:?}: embeddings and output must be F16, F32, Q8_0 or Q6_K"),
                 ))
             }
         };
-        if data.len() != rows * cols * width {
+        if data.len() != rows * row_bytes {
             return Err(ModelError::tensor(
                 name,
                 alloc::format!("{} bytes for {rows}×{cols} {ty:?} (truncated?)", data.len()),
             ));
         }
         Ok(Table { rows, cols, ty, data })
+    }
+
+    /// Bytes of one row.
+    fn row_bytes(&self) -> usize {
+        match (self.ty, qtable::block(self.ty)) {
+            (GgmlType::F16, _) => self.cols * 2,
+            (_, Some((n, size))) => self.cols / n * size,
+            _ => self.cols * 4,
+        }
     }
 
     /// Row `r` as f32.
@@ -54,10 +68,16 @@ impl Table {
                     *o = f16_to_f32(u16::from_le_bytes([b[0], b[1]]));
                 }
             }
-            _ => {
+            GgmlType::F32 => {
                 let bytes = &self.data[r * self.cols * 4..(r + 1) * self.cols * 4];
                 for (o, b) in out.iter_mut().zip(bytes.chunks_exact(4)) {
                     *o = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                }
+            }
+            ty => {
+                let n = self.row_bytes();
+                if let Some(v) = crate::gguf::dequantize(ty, &self.data[r * n..(r + 1) * n]) {
+                    out.iter_mut().zip(v).for_each(|(o, v)| *o = v);
                 }
             }
         }
@@ -69,6 +89,20 @@ impl Table {
         let n = xs.len() / k;
         crate::bitnet::quant::check_len("activations (whole rows of K)", n * k, xs.len())?;
         crate::bitnet::quant::check_len("outputs (n rows of the vocabulary)", n * m, out.len())?;
+        if qtable::block(self.ty).is_some() {
+            let row = self.row_bytes();
+            for (x, o) in xs.chunks_exact(k).zip(out.chunks_exact_mut(m)) {
+                let xq = qtable::quantize_acts(self.ty, x);
+                par.split(o, 1, &|first, chunk| {
+                    for (i, y) in chunk.iter_mut().enumerate() {
+                        let r = first + i;
+                        *y = qtable::dot(self.ty, &self.data[r * row..(r + 1) * row], &xq);
+                    }
+                    Ok(())
+                })?;
+            }
+            return Ok(());
+        }
         let mut xr = alloc::vec::Vec::from(xs);
         if self.ty == GgmlType::F16 {
             xr.iter_mut().for_each(|v| *v = f16_to_f32(f32_to_f16(*v)));

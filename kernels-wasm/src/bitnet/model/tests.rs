@@ -385,3 +385,42 @@ fn matrices_sharing_an_input_give_in_one_pass_what_each_gives_alone() {
         }
     }
 }
+
+/// A Q8_0 / Q6_K output layer: its logits follow the f64 dot products of its decoded rows with
+/// the activations (to the activation quantisation's step), on one thread and on two alike, and
+/// its rows decode for the embedding lookup.
+#[test]
+fn quantised_output_layers_give_the_decoded_rows_dot_products() {
+    let mut rng = crate::bitnet::random::Rng::new(12);
+    for ty in [GgmlType::Q8_0, GgmlType::Q6_K] {
+        let (rows, cols) = (37, 512);
+        let w = rng.f32s(rows * cols, 1.0);
+        let bytes = write::encode_table(&w, ty);
+        let t = table::Table::new("t", rows, cols, ty, bytes.clone().into()).unwrap();
+        let x = rng.f32s(2 * cols, 2.0);
+        let mut a = vec![0.0; 2 * rows];
+        t.logits(&x, true, &Single, &mut a).unwrap();
+        let decoded = crate::gguf::dequantize(ty, &bytes).unwrap();
+        let mut row = vec![0.0f32; cols];
+        for (j, x) in x.chunks_exact(cols).enumerate() {
+            let xmax = x.iter().fold(0.0f32, |m, v| m.max(v.abs())) as f64;
+            for r in 0..rows {
+                t.row(r, &mut row);
+                assert_eq!(row, decoded[r * cols..][..cols], "{ty:?} row {r}");
+                let want: f64 = row.iter().zip(x).map(|(&a, &b)| a as f64 * b as f64).sum();
+                let bound: f64 = row.iter().map(|a| a.abs() as f64).sum::<f64>() * xmax / 127.0;
+                let got = a[j * rows + r] as f64;
+                assert!((got - want).abs() <= bound, "{ty:?} ({j}, {r}): {got} vs {want} ± {bound}");
+            }
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let pool = crate::bitnet::pool::Pool::new(2).unwrap();
+            let mut b = vec![0.0; 2 * rows];
+            t.logits(&x, true, &pool, &mut b).unwrap();
+            assert!(a.iter().zip(&b).all(|(p, q)| p.to_bits() == q.to_bits()), "{ty:?} on two threads");
+        }
+    }
+    let err = table::Table::new("t", 2, 100, GgmlType::Q8_0, vec![0u8; 2 * 4 * 34].into()).unwrap_err();
+    assert!(format!("{err}").contains("blocks of 32"), "{err}");
+}

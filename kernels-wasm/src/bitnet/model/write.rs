@@ -17,7 +17,7 @@ use alloc::vec::Vec;
 /// What a tensor of the model is.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Kind {
-    /// Embedding (or output) table, `rows × cols`, F16 or F32.
+    /// Embedding (or output) table, `rows × cols`, F16, F32, Q8_0 or Q6_K.
     Table { rows: usize, cols: usize, ty: GgmlType },
     /// RMSNorm weights, F32.
     Norm(usize),
@@ -48,7 +48,20 @@ impl Kind {
 
 /// The tensors of a model of shape `c`, in the order bitnet.cpp's converter writes them.
 pub fn tensors(c: &Config, quant: Quant, embed: GgmlType, output: bool) -> Vec<(String, Kind)> {
-    let mut out = vec![("token_embd.weight".into(), Kind::Table { rows: c.vocab, cols: c.dim, ty: embed })];
+    tensors_typed(c, quant, embed, embed, output)
+}
+
+/// [`tensors`] with the output layer in `output_ty` (a tied model's one table is its output
+/// layer too, so it takes `output_ty`).
+pub fn tensors_typed(
+    c: &Config,
+    quant: Quant,
+    embed: GgmlType,
+    output_ty: GgmlType,
+    output: bool,
+) -> Vec<(String, Kind)> {
+    let first = if output { embed } else { output_ty };
+    let mut out = vec![("token_embd.weight".into(), Kind::Table { rows: c.vocab, cols: c.dim, ty: first })];
     let lin = |m, k| Kind::Linear { m, k, quant };
     for i in 0..c.layers {
         for (what, kind) in [
@@ -74,7 +87,7 @@ pub fn tensors(c: &Config, quant: Quant, embed: GgmlType, output: bool) -> Vec<(
     }
     out.push(("output_norm.weight".into(), Kind::Norm(c.dim)));
     if output {
-        out.push(("output.weight".into(), Kind::Table { rows: c.vocab, cols: c.dim, ty: embed }));
+        out.push(("output.weight".into(), Kind::Table { rows: c.vocab, cols: c.dim, ty: output_ty }));
     }
     out
 }
@@ -93,6 +106,11 @@ pub fn plan(metadata: &[(String, Value)], tensors: &[(String, Kind)]) -> Vec<u8>
 pub fn encode_table(values: &[f32], ty: GgmlType) -> Vec<u8> {
     match ty {
         GgmlType::F16 => values.iter().flat_map(|&v| f32_to_f16(v).to_le_bytes()).collect(),
+        GgmlType::Q8_0 | GgmlType::Q6_K => {
+            let mut out = Vec::new();
+            super::qtable::quantize_row(ty, values, &mut out);
+            out
+        }
         _ => encode_norm(values),
     }
 }

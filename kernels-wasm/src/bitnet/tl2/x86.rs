@@ -177,12 +177,16 @@ pub unsafe fn tile_avx512(m: &Tl2Matrix, tables: &Tl2Tables, t: usize, out: &mut
                 let ((a0, a1), (b0, b1)) = (look(hi_idx), look(lo_idx));
                 // Vector sb uses sign bits from a = 4j, vector sb + 1 from a = 4j + 4.
                 let j = 4 * (sb % 4) as i16;
+                // All ones where the lane's sign bit 15 − c is set (c = j + extra in the low
+                // half, j + 4 + extra in the high): a bit test, not `vpsllvw`, which Miri
+                // cannot interpret.
                 let sign = |extra: i16| {
-                    let counts = _mm512_inserti64x4::<1>(
-                        _mm512_castsi256_si512(_mm256_set1_epi16(j + extra)),
-                        _mm256_set1_epi16(j + 4 + extra),
+                    let bit = |c: i16| (1u16 << (15 - c)) as i16;
+                    let bits = _mm512_inserti64x4::<1>(
+                        _mm512_castsi256_si512(_mm256_set1_epi16(bit(j + extra))),
+                        _mm256_set1_epi16(bit(j + 4 + extra)),
                     );
-                    _mm512_srai_epi16::<15>(_mm512_sllv_epi16(signs, counts))
+                    _mm512_movm_epi16(_mm512_test_epi16_mask(signs, bits))
                 };
                 let apply = |v, s| _mm512_xor_si512(_mm512_add_epi16(v, s), s);
                 acc0 = _mm512_add_epi16(acc0, _mm512_add_epi16(apply(a0, sign(0)), apply(b0, sign(2))));
