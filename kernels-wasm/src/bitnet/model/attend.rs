@@ -129,10 +129,9 @@ mod x86 {
         let t = _mm512_add_ps(_mm512_shuffle_ps::<0x44>(r0, r4), _mm512_shuffle_ps::<0xEE>(r0, r4));
         // The last addition: lane L = [s_L, s_{L+4}, …].
         let s = _mm512_add_ps(_mm512_shuffle_ps::<0x88>(t, t), _mm512_shuffle_ps::<0xDD>(t, t));
-        let order = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 13, 9, 5, 1, 12, 8, 4, 0);
-        let mut out = [0.0f32; 8];
-        _mm256_storeu_ps(out.as_mut_ptr(), _mm512_castps512_ps256(_mm512_permutexvar_ps(order, s)));
-        out
+        let mut lanes = [0.0f32; 16];
+        _mm512_storeu_ps(lanes.as_mut_ptr(), s);
+        core::array::from_fn(|r| lanes[4 * (r % 4) + r / 4])
     }
 
     /// Elements an AVX-512 register block holds across all positions (a 64-wide head at once).
