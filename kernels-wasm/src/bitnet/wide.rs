@@ -6,12 +6,19 @@
 //! not change an element-wise result), so they give the same bits.
 
 /// Whether the AVX-512 copies run here (F, BW, DQ, VL: every AVX-512 CPU since Skylake-X).
-#[cfg(all(target_arch = "x86_64", feature = "std"))]
+/// (Without `std` there is no detection: the baseline code runs.)
 pub fn avx512() -> bool {
-    std::is_x86_feature_detected!("avx512f")
-        && std::is_x86_feature_detected!("avx512bw")
-        && std::is_x86_feature_detected!("avx512dq")
-        && std::is_x86_feature_detected!("avx512vl")
+    #[cfg(all(target_arch = "x86_64", feature = "std"))]
+    {
+        std::is_x86_feature_detected!("avx512f")
+            && std::is_x86_feature_detected!("avx512bw")
+            && std::is_x86_feature_detected!("avx512dq")
+            && std::is_x86_feature_detected!("avx512vl")
+    }
+    #[cfg(not(all(target_arch = "x86_64", feature = "std")))]
+    {
+        false
+    }
 }
 
 /// `wide_fn! { fn name(args) -> ret { body } }`: `name` runs `body` compiled with AVX-512 where

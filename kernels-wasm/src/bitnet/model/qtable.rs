@@ -95,13 +95,24 @@ fn q6_k_block(x: &[f32], out: &mut Vec<u8>) {
 pub struct QuantRow {
     pub d: Vec<f32>,
     pub q: Vec<i8>,
+    /// Q8_0 only: per block, `−128·Σ q` over each group of four codes (the eight lanes of
+    /// [`dot`]), which turns `Σ (w + 128)·q` (what an unsigned-by-signed multiply-add gives) back
+    /// into `Σ w·q`.
+    pub corr: Vec<i32>,
+    /// Q6_K only: `Σ q` of each group of 16 codes (a sub-block), for the codes' −32 offset.
+    pub bsum: Vec<i32>,
 }
 
 /// `x` as Q8_0 (per 32: `d = max|x|/127` rounded to f16, as `block_q8_0` stores it) or Q8_K
 /// (per 256: `d` in f32, the largest-magnitude value mapped to −127).
 pub fn quantize_acts(ty: GgmlType, x: &[f32]) -> QuantRow {
     let (n, _) = block(ty).unwrap_or((32, 34));
-    let mut row = QuantRow { d: Vec::with_capacity(x.len() / n), q: Vec::with_capacity(x.len()) };
+    let mut row = QuantRow {
+        d: Vec::with_capacity(x.len() / n),
+        q: Vec::with_capacity(x.len()),
+        corr: Vec::new(),
+        bsum: Vec::new(),
+    };
     for b in x.chunks_exact(n) {
         let (d, id) = if ty == GgmlType::Q6_K {
             let max = b.iter().fold(0.0f32, |m, &a| if a.abs() > m.abs() { a } else { m });
@@ -118,20 +129,170 @@ pub fn quantize_acts(ty: GgmlType, x: &[f32]) -> QuantRow {
         row.d.push(d);
         row.q.extend(b.iter().map(|&v| nearest((v * id).clamp(-127.0, 127.0)) as i8));
     }
+    let sums = |n: usize| row.q.chunks_exact(n).map(|g| g.iter().map(|&v| v as i32).sum::<i32>()).collect::<Vec<_>>();
+    match ty {
+        GgmlType::Q8_0 => row.corr = sums(4).into_iter().map(|s| -128 * s).collect(),
+        _ => row.bsum = sums(16),
+    }
     row
 }
 
+/// The fixed tree over eight lanes (as attention's `dot` ends).
+#[inline(always)]
+fn tree(l: &[f32; 8]) -> f32 {
+    ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]))
+}
+
+/// One output of a Q8_0 or Q6_K table: weight row `w` (its bytes) against `x`.
+///
+/// Q8_0 sums in eight lanes, lane j taking the products of codes 4j..4j + 4 of every block:
+/// `lane_j += (d_w·d_x)·Σ_j` in block order, then a fixed tree. The integer sums are exact, so
+/// the AVX2 (`pmaddubsw`) and VNNI (`vpdpbusd`) kernels, which group the products the same
+/// way, give these bits.
+pub fn dot(ty: GgmlType, w: &[u8], x: &QuantRow) -> f32 {
+    #[cfg(all(target_arch = "x86_64", feature = "std"))]
+    if ty == GgmlType::Q8_0 && x.corr.len() == x.q.len() / 4 && w.len() / 34 * 32 == x.q.len() {
+        if std::is_x86_feature_detected!("avx512vl") && std::is_x86_feature_detected!("avx512vnni") {
+            // SAFETY: the features were detected; lengths checked just above.
+            return unsafe { x86::q8_0_vnni(w, x) };
+        }
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("f16c") {
+            // SAFETY: as above.
+            return unsafe { x86::q8_0_avx2(w, x) };
+        }
+    }
+    #[cfg(all(target_arch = "x86_64", feature = "std"))]
+    if ty == GgmlType::Q6_K
+        && x.bsum.len() == x.q.len() / 16
+        && w.len() / 210 * 256 == x.q.len()
+        && std::is_x86_feature_detected!("avx2")
+    {
+        // SAFETY: AVX2 was detected; lengths checked just above.
+        return unsafe { x86::q6_k_avx2(w, x) };
+    }
+    dot_plain(ty, w, x)
+}
+
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+mod x86 {
+    use super::QuantRow;
+    use core::arch::x86_64::*;
+
+    /// Block `b`'s weight scale times the activation's, as `dot_plain` forms it.
+    #[inline(always)]
+    fn scale(w: &[u8], x: &QuantRow, b: usize) -> f32 {
+        crate::gguf::f16_to_f32(u16::from_le_bytes([w[34 * b], w[34 * b + 1]])) * x.d[b]
+    }
+
+    #[target_feature(enable = "avx")]
+    #[inline]
+    unsafe fn finish(acc: __m256) -> f32 {
+        let mut l = [0.0f32; 8];
+        _mm256_storeu_ps(l.as_mut_ptr(), acc);
+        super::tree(&l)
+    }
+
+    /// `vpdpbusd` multiplies unsigned by signed bytes: `w ^ 0x80` is `w + 128` as unsigned, and
+    /// the row's `corr` (the accumulator's start) takes the `128·Σq` back out, per lane.
+    ///
+    /// # Safety
+    /// AVX-512 VL + VNNI; `w` whole Q8_0 blocks for `x`'s codes, `x.corr` one per four codes.
+    #[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
+    pub unsafe fn q8_0_vnni(w: &[u8], x: &QuantRow) -> f32 {
+        let flip = _mm256_set1_epi8(-128);
+        let mut acc = _mm256_setzero_ps();
+        for b in 0..x.d.len() {
+            let wv = _mm256_xor_si256(_mm256_loadu_si256(w.as_ptr().add(34 * b + 2).cast()), flip);
+            let start = _mm256_loadu_si256(x.corr.as_ptr().add(8 * b).cast());
+            let s = _mm256_dpbusd_epi32(start, wv, _mm256_loadu_si256(x.q.as_ptr().add(32 * b).cast()));
+            acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(scale(w, x, b)), _mm256_cvtepi32_ps(s)));
+        }
+        finish(acc)
+    }
+
+    /// Q6_K: each half's 128 codes (0..=63) rebuilt from `ql`/`qh` 32 at a time, multiplied with
+    /// the activations by `pmaddubsw` (at most 2·63·127, inside int16), times their sub-blocks'
+    /// scales by `pmaddwd`; the codes' −32 comes off as `32·Σ scale·Σq` from the row's `bsum`.
+    /// Integers throughout, so exactly the plain code's `Σ scale·Σ (code − 32)·q`.
+    ///
+    /// # Safety
+    /// AVX2; `w` whole Q6_K blocks for `x`'s codes, `x.bsum` one per 16 codes.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn q6_k_avx2(w: &[u8], x: &QuantRow) -> f32 {
+        let (low, high) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(0x30));
+        let mut acc = 0.0f32;
+        for b in 0..x.d.len() {
+            let blk = w.as_ptr().add(210 * b);
+            let sc = core::slice::from_raw_parts(blk.add(192), 16);
+            let q = x.q.as_ptr().add(256 * b);
+            let mut total = _mm256_setzero_si256();
+            for n in 0..2 {
+                let ql0 = _mm256_loadu_si256(blk.add(64 * n).cast());
+                let ql1 = _mm256_loadu_si256(blk.add(64 * n + 32).cast());
+                let qh = _mm256_loadu_si256(blk.add(128 + 32 * n).cast());
+                let codes = [
+                    _mm256_or_si256(_mm256_and_si256(ql0, low), _mm256_and_si256(_mm256_slli_epi16::<4>(qh), high)),
+                    _mm256_or_si256(_mm256_and_si256(ql1, low), _mm256_and_si256(_mm256_slli_epi16::<2>(qh), high)),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(ql0), low), _mm256_and_si256(qh, high)),
+                    _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), low),
+                        _mm256_and_si256(_mm256_srli_epi16::<2>(qh), high),
+                    ),
+                ];
+                for (g, c) in codes.into_iter().enumerate() {
+                    // Codes 32g..32g + 32 of the half: sub-blocks 8n + 2g and 8n + 2g + 1.
+                    let p = _mm256_maddubs_epi16(c, _mm256_loadu_si256(q.add(128 * n + 32 * g).cast()));
+                    let j = 8 * n + 2 * g;
+                    let k =
+                        _mm256_setr_m128i(_mm_set1_epi16(sc[j] as i8 as i16), _mm_set1_epi16(sc[j + 1] as i8 as i16));
+                    total = _mm256_add_epi32(total, _mm256_madd_epi16(p, k));
+                }
+            }
+            let mut lanes = [0i32; 8];
+            _mm256_storeu_si256(lanes.as_mut_ptr().cast(), total);
+            let offset: i32 = sc.iter().zip(&x.bsum[16 * b..]).map(|(&k, &s)| k as i8 as i32 * s).sum();
+            let s = lanes.iter().sum::<i32>() - 32 * offset;
+            let dw = crate::gguf::f16_to_f32(u16::from_le_bytes([*blk.add(208), *blk.add(209)]));
+            acc += dw * x.d[b] * s as f32;
+        }
+        acc
+    }
+
+    /// `pmaddubsw(|w|, sign(q, w))` pairs products into int16 (at most 2·127·127 < 2¹⁵), and
+    /// `pmaddwd` with ones sums each lane's four: the same groups as the VNNI kernel.
+    ///
+    /// # Safety
+    /// AVX2 + F16C; lengths as for [`q8_0_vnni`].
+    #[target_feature(enable = "avx2,f16c")]
+    pub unsafe fn q8_0_avx2(w: &[u8], x: &QuantRow) -> f32 {
+        let ones = _mm256_set1_epi16(1);
+        let mut acc = _mm256_setzero_ps();
+        for b in 0..x.d.len() {
+            let wv = _mm256_loadu_si256(w.as_ptr().add(34 * b + 2).cast());
+            let qv = _mm256_loadu_si256(x.q.as_ptr().add(32 * b).cast());
+            let p = _mm256_maddubs_epi16(_mm256_abs_epi8(wv), _mm256_sign_epi8(qv, wv));
+            let s = _mm256_madd_epi16(p, ones);
+            acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(scale(w, x, b)), _mm256_cvtepi32_ps(s)));
+        }
+        finish(acc)
+    }
+}
+
 crate::bitnet::wide::wide_fn! {
-    /// One output of a Q8_0 or Q6_K table: weight row `w` (its bytes) against `x`.
-    pub fn dot(ty: GgmlType, w: &[u8], x: &QuantRow) -> f32 {
+    /// [`dot`] in plain code (the reference of the SIMD kernels, and Q6_K everywhere).
+    pub fn dot_plain(ty: GgmlType, w: &[u8], x: &QuantRow) -> f32 {
         let mut acc = 0.0f32;
         match ty {
             GgmlType::Q8_0 => {
+                let mut lanes = [0.0f32; 8];
                 for ((b, q), &dx) in w.chunks_exact(34).zip(x.q.chunks_exact(32)).zip(&x.d) {
-                    let dw = f16_to_f32(u16::from_le_bytes([b[0], b[1]]));
-                    let s: i32 = b[2..].iter().zip(q).map(|(&a, &c)| a as i8 as i32 * c as i32).sum();
-                    acc += dw * dx * s as f32;
+                    let d = f16_to_f32(u16::from_le_bytes([b[0], b[1]])) * dx;
+                    for (j, (wg, qg)) in b[2..].chunks_exact(4).zip(q.chunks_exact(4)).enumerate() {
+                        let s: i32 = wg.iter().zip(qg).map(|(&a, &c)| a as i8 as i32 * c as i32).sum();
+                        lanes[j] += d * s as f32;
+                    }
                 }
+                acc = tree(&lanes);
             }
             _ => {
                 for ((b, q), &dx) in w.chunks_exact(210).zip(x.q.chunks_exact(256)).zip(&x.d) {
@@ -196,6 +357,48 @@ mod tests {
         let mut bytes = Vec::new();
         quantize_row(GgmlType::Q6_K, &[0.0; 256], &mut bytes);
         assert!(dequantize(GgmlType::Q6_K, &bytes).unwrap().iter().all(|&v| v == 0.0));
+    }
+
+    /// The SIMD Q8_0 kernels give the plain code's bits, on rows with extreme codes too.
+    #[test]
+    fn the_q8_0_kernels_give_the_plain_bits() {
+        for seed in 0..4 {
+            let (mut w, x) = (values(768, 10 + seed), values(768, 20 + seed));
+            w[5] = 1e3; // one block dominated by a single weight (codes ±127 and near 0)
+            let mut bytes = Vec::new();
+            quantize_row(GgmlType::Q8_0, &w, &mut bytes);
+            let xq = quantize_acts(GgmlType::Q8_0, &x);
+            let want = dot_plain(GgmlType::Q8_0, &bytes, &xq).to_bits();
+            assert_eq!(dot(GgmlType::Q8_0, &bytes, &xq).to_bits(), want);
+            // Each kernel this CPU has, whichever `dot` picks.
+            #[cfg(all(target_arch = "x86_64", feature = "std"))]
+            {
+                if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("f16c") {
+                    assert_eq!(unsafe { x86::q8_0_avx2(&bytes, &xq) }.to_bits(), want, "AVX2");
+                }
+                if std::is_x86_feature_detected!("avx512vl") && std::is_x86_feature_detected!("avx512vnni") {
+                    assert_eq!(unsafe { x86::q8_0_vnni(&bytes, &xq) }.to_bits(), want, "VNNI");
+                }
+            }
+        }
+    }
+
+    /// The AVX2 Q6_K kernel gives the plain code's bits.
+    #[test]
+    fn the_q6_k_kernel_gives_the_plain_bits() {
+        for seed in 0..4 {
+            let (mut w, x) = (values(1024, 30 + seed), values(1024, 40 + seed));
+            w[17] = -50.0;
+            let mut bytes = Vec::new();
+            quantize_row(GgmlType::Q6_K, &w, &mut bytes);
+            let xq = quantize_acts(GgmlType::Q6_K, &x);
+            let want = dot_plain(GgmlType::Q6_K, &bytes, &xq).to_bits();
+            assert_eq!(dot(GgmlType::Q6_K, &bytes, &xq).to_bits(), want);
+            #[cfg(all(target_arch = "x86_64", feature = "std"))]
+            if std::is_x86_feature_detected!("avx2") {
+                assert_eq!(unsafe { x86::q6_k_avx2(&bytes, &xq) }.to_bits(), want, "AVX2");
+            }
+        }
     }
 
     /// The integer dot equals the f64 sum of the dequantised weights times the dequantised

@@ -137,7 +137,13 @@ impl Table {
                 if whole > 0 {
                     // SAFETY: `simd` is only set where AVX2, F16C and FMA were detected (see
                     // `simd_available`); both slices hold `whole` values.
-                    unsafe { x86::f16_lanes(&w[..whole * 2], &x[..whole], &mut lanes) };
+                    unsafe {
+                        if crate::bitnet::wide::avx512() {
+                            x86::f16_lanes_512(&w[..whole * 2], &x[..whole], &mut lanes)
+                        } else {
+                            x86::f16_lanes(&w[..whole * 2], &x[..whole], &mut lanes)
+                        }
+                    };
                 }
                 #[cfg(target_arch = "wasm32")]
                 if whole > 0 {
@@ -307,6 +313,25 @@ mod x86 {
         _mm256_storeu_ps(l.add(8), a1);
         _mm256_storeu_ps(l.add(16), a2);
         _mm256_storeu_ps(l.add(24), a3);
+    }
+
+    /// [`f16_lanes`] with 16-wide registers: lanes 0–15 and 16–31 in two, each lane the same
+    /// multiplies and adds in the same order, so the same bits.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn f16_lanes_512(w: &[u8], x: &[f32], lanes: &mut [f32; 32]) {
+        let (wp, xp, l) = (w.as_ptr(), x.as_ptr(), lanes.as_mut_ptr());
+        let (mut a0, mut a1) = (_mm512_loadu_ps(l), _mm512_loadu_ps(l.add(16)));
+        let half = |i: usize| _mm512_cvtph_ps(_mm256_loadu_si256(wp.add(2 * i).cast()));
+        let mut i = 0;
+        while i < x.len() {
+            // As in `f16_lanes`: the rows a few ahead, harmless past the end.
+            _mm_prefetch::<_MM_HINT_T0>(wp.wrapping_add(4 * w.len() + 2 * i).cast());
+            a0 = _mm512_add_ps(a0, _mm512_mul_ps(half(i), _mm512_loadu_ps(xp.add(i))));
+            a1 = _mm512_add_ps(a1, _mm512_mul_ps(half(i + 16), _mm512_loadu_ps(xp.add(i + 16))));
+            i += 32;
+        }
+        _mm512_storeu_ps(l, a0);
+        _mm512_storeu_ps(l.add(16), a1);
     }
 
     /// F32 → F16 (round to nearest even) → F32, eight at a time.
