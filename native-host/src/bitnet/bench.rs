@@ -135,9 +135,17 @@ fn timed(
     Ok(rates)
 }
 
-/// GB/s of a plain streaming read of 256 MiB (beyond any cache) on `threads` threads, best of 3.
+/// GB/s of a plain streaming read on `threads` threads, best of 3, of a buffer twice the last-level
+/// cache (at least 256 MiB): some machines report an L3 of hundreds of MiB, which a smaller
+/// buffer would be read from.
 fn read_bandwidth(threads: usize) -> f64 {
-    let buf = vec![1u64; 32 << 20];
+    let l3 = std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cache/index3/size")
+        .ok()
+        .and_then(|s| s.trim().strip_suffix('K').and_then(|k| k.parse::<u64>().ok()))
+        .unwrap_or(0)
+        << 10;
+    let bytes = (2 * l3).clamp(256 << 20, 2 << 30);
+    let buf = vec![1u64; (bytes / 8) as usize];
     let chunk = buf.len().div_ceil(threads.max(1));
     let mut best = 0.0f64;
     for _ in 0..3 {

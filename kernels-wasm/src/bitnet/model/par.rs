@@ -52,6 +52,11 @@ impl Parallel for crate::bitnet::pool::Pool {
     }
 
     fn ranges(&self, units: usize, work: &RangeWork) -> Result<(), BitnetError> {
+        // One unit (a single token's quantisation or angles, in generation) is not worth
+        // waking the workers for.
+        if units <= 1 {
+            return work(0..units);
+        }
         let per = units.div_ceil(self.threads()).max(1);
         let result = std::sync::Mutex::new(Ok(()));
         let panicked = self.run(&|i| {
