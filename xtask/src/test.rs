@@ -190,11 +190,15 @@ fn avx512() -> Result<()> {
             "--lib",
             "--",
             // The I2_S and TL2 tiles; attention's eight-key scores and 64-wide sums; the
-            // element-wise loops compiled for AVX-512 (`wide_fn!`). AMX is inline assembly,
-            // which Miri cannot run: it is tested natively where the CPU has it.
+            // element-wise loops compiled for AVX-512 (`wide_fn!`); the F16, Q8_0 and Q6_K
+            // output-layer kernels. AMX is inline assembly, which Miri cannot run: it is tested
+            // natively where the CPU has it.
             "wide_kernels_match_scalar_small",
             "the_blocked_",
             "the_softmax_and_silu",
+            "the_simd_output_layer",
+            "the_q8_0_kernels",
+            "the_q6_k_kernel",
         ],
         &[("RUSTFLAGS", features), ("SUBSTRATES_EXPECT_AVX512", "1")],
     )

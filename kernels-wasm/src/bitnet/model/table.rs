@@ -107,8 +107,18 @@ impl Table {
         if self.ty == GgmlType::F16 {
             xr.iter_mut().for_each(|v| *v = f16_to_f32(f32_to_f16(*v)));
         }
+        #[cfg(target_arch = "x86_64")]
+        let rows_512 = simd && self.ty == GgmlType::F16 && k.is_multiple_of(LANES) && crate::bitnet::wide::avx512();
         for (x, o) in xr.chunks_exact(k).zip(out.chunks_exact_mut(m)) {
             par.split(o, 1, &|first, chunk| {
+                #[cfg(target_arch = "x86_64")]
+                if rows_512 {
+                    let bytes = &self.data[first * k * 2..(first + chunk.len()) * k * 2];
+                    // SAFETY: AVX-512 (and F16C, which `simd` implies) were detected; `bytes` holds
+                    // the chunk's rows of K halves, K a multiple of 32.
+                    unsafe { x86::f16_rows_512(bytes, x, chunk) };
+                    return Ok(());
+                }
                 for (i, y) in chunk.iter_mut().enumerate() {
                     *y = self.dot(first + i, x, simd);
                 }
@@ -315,13 +325,23 @@ mod x86 {
         _mm256_storeu_ps(l.add(24), a3);
     }
 
+    /// Sixteen halves at `p` as f32: two F16C conversions (exact either way; Miri cannot run
+    /// the 512-bit `vcvtph2ps`).
+    #[target_feature(enable = "avx512f,avx512dq,f16c")]
+    #[inline]
+    unsafe fn widen16(p: *const u8) -> __m512 {
+        let lo = _mm256_cvtph_ps(_mm_loadu_si128(p.cast()));
+        let hi = _mm256_cvtph_ps(_mm_loadu_si128(p.add(16).cast()));
+        _mm512_insertf32x8::<1>(_mm512_castps256_ps512(lo), hi)
+    }
+
     /// [`f16_lanes`] with 16-wide registers: lanes 0–15 and 16–31 in two, each lane the same
     /// multiplies and adds in the same order, so the same bits.
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512f,avx512dq,f16c")]
     pub unsafe fn f16_lanes_512(w: &[u8], x: &[f32], lanes: &mut [f32; 32]) {
         let (wp, xp, l) = (w.as_ptr(), x.as_ptr(), lanes.as_mut_ptr());
         let (mut a0, mut a1) = (_mm512_loadu_ps(l), _mm512_loadu_ps(l.add(16)));
-        let half = |i: usize| _mm512_cvtph_ps(_mm256_loadu_si256(wp.add(2 * i).cast()));
+        let half = |i: usize| widen16(wp.add(2 * i));
         let mut i = 0;
         while i < x.len() {
             // As in `f16_lanes`: the rows a few ahead, harmless past the end.
@@ -332,6 +352,36 @@ mod x86 {
         }
         _mm512_storeu_ps(l, a0);
         _mm512_storeu_ps(l.add(16), a1);
+    }
+
+    /// [`f16_lanes_512`] and the fixed tree of `reduce` for whole rows at once: `out[r]` is row
+    /// r of `w` (K halves each, K a multiple of 32) against `x`. The lanes stay in registers and
+    /// the tree runs on them (128-bit halves, then pairs, in `reduce`'s order); the weights
+    /// stream without a call per row.
+    #[target_feature(enable = "avx512f,avx512dq,f16c")]
+    pub unsafe fn f16_rows_512(w: &[u8], x: &[f32], out: &mut [f32]) {
+        let k = x.len();
+        assert!(k.is_multiple_of(32) && w.len() == out.len() * k * 2);
+        let xp = x.as_ptr();
+        for (r, y) in out.iter_mut().enumerate() {
+            let wp = w.as_ptr().add(r * k * 2);
+            let half = |i: usize| widen16(wp.add(2 * i));
+            let (mut a0, mut a1) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+            let mut i = 0;
+            while i < k {
+                _mm_prefetch::<_MM_HINT_T0>(wp.wrapping_add(8 * k + 2 * i).cast());
+                a0 = _mm512_add_ps(a0, _mm512_mul_ps(half(i), _mm512_loadu_ps(xp.add(i))));
+                a1 = _mm512_add_ps(a1, _mm512_mul_ps(half(i + 16), _mm512_loadu_ps(xp.add(i + 16))));
+                i += 32;
+            }
+            // (l[i] + l[8 + i]) + (l[16 + i] + l[24 + i]), then the four pairs, then the last two.
+            let t0 = _mm256_add_ps(_mm512_castps512_ps256(a0), _mm512_extractf32x8_ps::<1>(a0));
+            let t1 = _mm256_add_ps(_mm512_castps512_ps256(a1), _mm512_extractf32x8_ps::<1>(a1));
+            let v = _mm256_add_ps(t0, t1);
+            let h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+            let p = _mm_add_ps(h, _mm_movehl_ps(h, h));
+            *y = _mm_cvtss_f32(_mm_add_ss(p, _mm_movehdup_ps(p)));
+        }
     }
 
     /// F32 → F16 (round to nearest even) → F32, eight at a time.
