@@ -209,9 +209,10 @@ mod x86 {
     }
 }
 
-/// The fixed tree that ends [`dot`]: lane j holds elements j, j + 8, ….
+/// The fixed tree that ends [`dot`] (and the Q8_0 output layer's eight lanes): lane j holds
+/// elements j, j + 8, ….
 #[inline(always)]
-fn tree(l: &[f32; 8]) -> f32 {
+pub(crate) fn tree(l: &[f32; 8]) -> f32 {
     ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]))
 }
 

@@ -14,6 +14,7 @@
 //! `d`, for Q6_K), each block's integer dot product is exact, and the blocks' `(d_w·d_x)·Σ` are
 //! summed in f32 in block order. Every backend and thread count gives the same bits.
 
+use super::attend::tree;
 use crate::bitnet::quant::Rounding;
 use crate::gguf::{f16_to_f32, f32_to_f16, GgmlType};
 use alloc::vec::Vec;
@@ -135,12 +136,6 @@ pub fn quantize_acts(ty: GgmlType, x: &[f32]) -> QuantRow {
         _ => row.bsum = sums(16),
     }
     row
-}
-
-/// The fixed tree over eight lanes (as attention's `dot` ends).
-#[inline(always)]
-fn tree(l: &[f32; 8]) -> f32 {
-    ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]))
 }
 
 /// One output of a Q8_0 or Q6_K table: weight row `w` (its bytes) against `x`.
@@ -359,17 +354,24 @@ mod tests {
         assert!(dequantize(GgmlType::Q6_K, &bytes).unwrap().iter().all(|&v| v == 0.0));
     }
 
+    /// A row of `n` weights (one of them `big`, so its block has extreme codes) encoded as `ty`,
+    /// activations for it, and the plain code's bits for their dot product, which `dot` must give.
+    fn case(ty: GgmlType, n: usize, seed: u64, big: (usize, f32)) -> (Vec<u8>, QuantRow, u32) {
+        let (mut w, x) = (values(n, 10 + seed), values(n, 20 + seed));
+        w[big.0] = big.1;
+        let mut bytes = Vec::new();
+        quantize_row(ty, &w, &mut bytes);
+        let xq = quantize_acts(ty, &x);
+        let want = dot_plain(ty, &bytes, &xq).to_bits();
+        assert_eq!(dot(ty, &bytes, &xq).to_bits(), want, "{ty:?}");
+        (bytes, xq, want)
+    }
+
     /// The SIMD Q8_0 kernels give the plain code's bits, on rows with extreme codes too.
     #[test]
     fn the_q8_0_kernels_give_the_plain_bits() {
         for seed in 0..4 {
-            let (mut w, x) = (values(768, 10 + seed), values(768, 20 + seed));
-            w[5] = 1e3; // one block dominated by a single weight (codes ±127 and near 0)
-            let mut bytes = Vec::new();
-            quantize_row(GgmlType::Q8_0, &w, &mut bytes);
-            let xq = quantize_acts(GgmlType::Q8_0, &x);
-            let want = dot_plain(GgmlType::Q8_0, &bytes, &xq).to_bits();
-            assert_eq!(dot(GgmlType::Q8_0, &bytes, &xq).to_bits(), want);
+            let (bytes, xq, want) = case(GgmlType::Q8_0, 768, seed, (5, 1e3));
             // Each kernel this CPU has, whichever `dot` picks.
             #[cfg(all(target_arch = "x86_64", feature = "std"))]
             {
@@ -387,13 +389,7 @@ mod tests {
     #[test]
     fn the_q6_k_kernel_gives_the_plain_bits() {
         for seed in 0..4 {
-            let (mut w, x) = (values(1024, 30 + seed), values(1024, 40 + seed));
-            w[17] = -50.0;
-            let mut bytes = Vec::new();
-            quantize_row(GgmlType::Q6_K, &w, &mut bytes);
-            let xq = quantize_acts(GgmlType::Q6_K, &x);
-            let want = dot_plain(GgmlType::Q6_K, &bytes, &xq).to_bits();
-            assert_eq!(dot(GgmlType::Q6_K, &bytes, &xq).to_bits(), want);
+            let (bytes, xq, want) = case(GgmlType::Q6_K, 1024, 20 + seed, (17, -50.0));
             #[cfg(all(target_arch = "x86_64", feature = "std"))]
             if std::is_x86_feature_detected!("avx2") {
                 assert_eq!(unsafe { x86::q6_k_avx2(&bytes, &xq) }.to_bits(), want, "AVX2");
