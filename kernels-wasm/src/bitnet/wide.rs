@@ -8,12 +8,16 @@
 /// Whether the AVX-512 copies run here (F, BW, DQ, VL: every AVX-512 CPU since Skylake-X).
 /// (Without `std` there is no detection: the baseline code runs.)
 pub fn avx512() -> bool {
+    // Asked once: the answer is read on every call of every widened loop.
     #[cfg(all(target_arch = "x86_64", feature = "std"))]
     {
-        std::is_x86_feature_detected!("avx512f")
-            && std::is_x86_feature_detected!("avx512bw")
-            && std::is_x86_feature_detected!("avx512dq")
-            && std::is_x86_feature_detected!("avx512vl")
+        static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *HAS.get_or_init(|| {
+            std::is_x86_feature_detected!("avx512f")
+                && std::is_x86_feature_detected!("avx512bw")
+                && std::is_x86_feature_detected!("avx512dq")
+                && std::is_x86_feature_detected!("avx512vl")
+        })
     }
     #[cfg(not(all(target_arch = "x86_64", feature = "std")))]
     {
