@@ -96,9 +96,19 @@ fn rust_target(target: &str) -> Result<()> {
 
 /// Whether this CPU runs the AVX-512 kernels natively (F, BW, VBMI, VNNI, as `Backend::Avx512`).
 pub fn host_has_avx512() -> bool {
+    host_has(&["avx512f", "avx512bw", "avx512vbmi", "avx512_vnni"])
+}
+
+/// Whether this CPU has AMX-INT8 (so the native suite's GEMMs took AMX, not VNNI).
+pub fn host_has_amx() -> bool {
+    host_has(&["amx_tile", "amx_int8"])
+}
+
+/// Whether /proc/cpuinfo lists every one of `features` for the first CPU.
+fn host_has(features: &[&str]) -> bool {
     let flags = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let first = flags.lines().find(|l| l.starts_with("flags")).unwrap_or("");
-    ["avx512f", "avx512bw", "avx512vbmi", "avx512_vnni"].iter().all(|f| first.split_whitespace().any(|x| x == *f))
+    features.iter().all(|f| first.split_whitespace().any(|x| x == *f))
 }
 
 /// The nightly toolchain (cargo fuzz needs it), installed minimal if missing.

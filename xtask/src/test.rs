@@ -167,12 +167,21 @@ fn cargo(args: &[&str], env: &[(&str, &str)]) -> Result<()> {
     Ok(())
 }
 
-/// The AVX-512 kernels run natively in the native suite where the CPU has AVX-512. Elsewhere Miri
-/// interprets them (it implements the intrinsics they use) on small shapes, against the plain
-/// forms; the I2_S test is compiled to insist that the AVX-512 backend was among those it ran.
+/// The AVX-512 kernels run natively in the native suite where the CPU has AVX-512; where it has
+/// AMX too, the whole-model tests run once more with AMX off, so the VNNI GEMM (what Zen 4
+/// runs) is exercised end to end. Elsewhere Miri interprets them (it implements the intrinsics
+/// they use) on small shapes, against the plain forms; the I2_S test is compiled to insist that
+/// the AVX-512 backend was among those it ran.
 fn avx512() -> Result<()> {
     if setup::host_has_avx512() {
         println!("this CPU has AVX-512: the native suite ran those kernels");
+        if setup::host_has_amx() {
+            println!("it has AMX too: the model tests again on the VNNI GEMM (SUBSTRATES_NO_AMX=1)");
+            return cargo(
+                &["test", "-p", "kernels-wasm", "--lib", "--", "bitnet::model::", "bitnet::i2s::"],
+                &[("SUBSTRATES_NO_AMX", "1")],
+            );
+        }
         return Ok(());
     }
     println!("this CPU has no AVX-512: running those kernels under Miri");
@@ -189,11 +198,12 @@ fn avx512() -> Result<()> {
             "target/miri",
             "--lib",
             "--",
-            // The I2_S and TL2 tiles; attention's eight-key scores and 64-wide sums; the
-            // element-wise loops compiled for AVX-512 (`wide_fn!`); the F16, Q8_0 and Q6_K
-            // output-layer kernels. AMX is inline assembly, which Miri cannot run: it is tested
-            // natively where the CPU has it.
+            // The I2_S and TL2 tiles (streaming and unpacked); attention's eight-key scores and
+            // 64-wide sums, for one query or two; the element-wise loops compiled for AVX-512
+            // (`wide_fn!`); the F16, Q8_0 and Q6_K output-layer kernels. AMX is inline
+            // assembly, which Miri cannot run: it is tested natively where the CPU has it.
             "wide_kernels_match_scalar_small",
+            "unpacked_blocks_equal",
             "the_blocked_",
             "the_softmax_and_silu",
             "the_simd_output_layer",

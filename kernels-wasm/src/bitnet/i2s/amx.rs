@@ -17,7 +17,6 @@
 //! tile instructions are written with `asm!`: Rust's AMX intrinsics are not stable. The compiler
 //! never allocates tile registers itself, so their contents live from one `asm!` to the next.
 
-use super::x86;
 use alloc::vec;
 use alloc::vec::Vec;
 use core::arch::asm;
@@ -103,27 +102,6 @@ pub fn pack_group(q: &[&[i8]], k: usize, out: &mut [u8]) {
     }
 }
 
-/// The 32 rows of `rows` (I2_S x86 codes, `k/4` bytes each) as A tiles: half h (rows
-/// 16h..16h + 16), chunk c at `(h·chunks + c)·TILE`, each row's 64 codes in K order.
-///
-/// # Safety
-/// [`available`] returned true (AVX-512 BW); `rows` holds 32 rows of `k/4` bytes, k a multiple
-/// of 128; `out` holds `32·k` bytes.
-#[target_feature(enable = "avx512f,avx512bw")]
-pub unsafe fn unpack_weights(rows: &[u8], k: usize, out: &mut [u8]) {
-    let (stride, chunks, base) = (k / 4, k / CHUNK, out.as_mut_ptr());
-    for r in 0..32 {
-        let (h, m) = (r / 16, r % 16);
-        for b in 0..stride / 32 {
-            // As in `tile_avx512`: one block gives chunks 2b (weights 0–63) and 2b + 1.
-            let raw = x86::broadcast_block(rows.as_ptr().add(r * stride + b * 32));
-            let at = |c: usize| base.add((h * chunks + c) * TILE + m * CHUNK).cast();
-            _mm512_storeu_si512(at(2 * b), x86::plane_pair::<0>(raw));
-            _mm512_storeu_si512(at(2 * b + 1), x86::plane_pair::<1>(raw));
-        }
-    }
-}
-
 /// Palette 1, all eight tiles 16 rows × 64 bytes.
 #[repr(C, align(64))]
 struct TileConfig([u8; 64]);
@@ -140,7 +118,7 @@ const CONFIG: TileConfig = {
     TileConfig(c)
 };
 
-/// `Σ code·q` of the 32 weight rows in `w` ([`unpack_weights`]) against activation groups `g0`
+/// `Σ code·q` of the 32 weight rows in `w` ([`super::unpacked::unpack_block`]) against activation groups `g0`
 /// and, if given, `g1` ([`pack_acts`], one group's `chunks` tiles each): `out[2h + g]` is the C
 /// tile of weight half h and group g, 16 weight rows × 16 activation rows (zeros for a missing
 /// `g1`).

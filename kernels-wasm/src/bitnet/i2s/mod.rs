@@ -15,6 +15,8 @@ mod neon;
 mod scalar;
 #[cfg(target_arch = "wasm32")]
 mod simd128;
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+pub mod unpacked;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
@@ -250,16 +252,7 @@ impl I2sMatrix {
         for qt in q {
             self.check_rows(qt, first_row, R)?;
         }
-        thread_local! {
-            static WEIGHTS: core::cell::RefCell<alloc::vec::Vec<u8>> = const { core::cell::RefCell::new(alloc::vec::Vec::new()) };
-        }
-        WEIGHTS.with_borrow_mut(|w| {
-            w.resize(R * self.cols, 0);
-            let stride = self.cols / 4;
-            let codes = &self.codes[first_row * stride..(first_row + R) * stride];
-            // SAFETY: AMX (so AVX-512 BW) is available; 32 rows of K/4 bytes, K a multiple of
-            // 128 (`pack`), into 32·K bytes.
-            unsafe { amx::unpack_weights(codes, self.cols, w) };
+        self.with_unpacked(first_row, |w| {
             let group = |g: usize| &packed[g * chunks * 1024..(g + 1) * chunks * 1024];
             let mut c = [[[0i32; 16]; 16]; 4];
             for g in (0..n.div_ceil(16)).step_by(2) {
@@ -278,6 +271,56 @@ impl I2sMatrix {
             }
         });
         Ok(())
+    }
+
+    /// [`Self::gemm_acc_amx`] without AMX: the 32 rows `first_row..` unpacked to bytes once,
+    /// then every activation row `q` against them on AVX-512 VNNI ([`unpacked`]). Where
+    /// AVX-512 VNNI is missing (or the layout is ARM's) the other kernels give the same bits.
+    #[cfg(all(target_arch = "x86_64", feature = "std"))]
+    pub fn gemm_acc_unpacked(
+        &self,
+        q: &[&[i8]],
+        q_sum: &[i32],
+        first_row: usize,
+        acc: &mut [i32],
+    ) -> Result<(), BitnetError> {
+        const R: usize = unpacked::ROWS;
+        let n = q.len();
+        check_len("accumulators (32 per activation row)", n * R, acc.len())?;
+        if !(Backend::Avx512.is_available() && self.layout == I2sLayout::X86) {
+            return self.gemm_acc_rows(q, q_sum, Backend::best(), first_row, acc);
+        }
+        check_len("activation sums (one per activation row)", n, q_sum.len())?;
+        for qt in q {
+            self.check_rows(qt, first_row, R)?;
+        }
+        self.with_unpacked(first_row, |w| {
+            for (t0, (qs, sums)) in q.chunks(4).zip(q_sum.chunks(4)).enumerate() {
+                // SAFETY: AVX-512 F/BW/VNNI were detected; `w` is the unpacked block for K,
+                // every row K long (checked), `acc` holds 32 per activation row.
+                unsafe { unpacked::block(w, self.cols, qs, sums, &mut acc[4 * t0 * R..]) };
+            }
+        });
+        Ok(())
+    }
+
+    /// `f` of the 32 rows `first_row..` unpacked one code per byte ([`unpacked::unpack_block`],
+    /// the layout of AMX's A tiles), in a buffer each thread keeps. The caller has checked that
+    /// the rows exist and that AVX-512 BW is available.
+    #[cfg(all(target_arch = "x86_64", feature = "std"))]
+    fn with_unpacked(&self, first_row: usize, f: impl FnOnce(&[u8])) {
+        thread_local! {
+            static WEIGHTS: core::cell::RefCell<alloc::vec::Vec<u8>> = const { core::cell::RefCell::new(alloc::vec::Vec::new()) };
+        }
+        WEIGHTS.with_borrow_mut(|w| {
+            w.resize(unpacked::unpacked_len(self.cols), 0);
+            let stride = self.cols / 4;
+            let codes = &self.codes[first_row * stride..(first_row + unpacked::ROWS) * stride];
+            // SAFETY: AVX-512 BW is available (the caller's check); 32 rows of K/4 bytes, K a
+            // multiple of 128 (`pack`), into 32·K bytes.
+            unsafe { unpacked::unpack_block(codes, self.cols, w) };
+            f(w);
+        });
     }
 
     /// `Σ code·q` of one row, on `backend` (scalar if that backend is not available here).

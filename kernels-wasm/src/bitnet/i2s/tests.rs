@@ -154,35 +154,63 @@ fn wide_kernels_match_scalar_small() {
     }
 }
 
-/// The AMX tiles give the plain dot products for every activation count around the 16-row
-/// group and the 32-row tile pair, from a row block that does not start at row 0. (Where this
-/// CPU has no AMX the same call runs the VNNI/AVX2 kernels; the check is the same.)
+/// `gemm(p, q, sums, first, acc)`: a 32-row block kernel.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+type BlockGemm = dyn Fn(&I2sMatrix, &[&[i8]], &[i32], usize, &mut [i32]) -> Result<(), BitnetError>;
+
+/// A 32-row block kernel (`gemm(p, q, sums, first, acc)`) gives the plain dot products for
+/// every activation count around its groups (4 rows for VNNI; 16 and the 32-row pair for AMX),
+/// from row blocks that do not start at row 0, and refuses rows past the end.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+fn check_block_gemm(what: &str, gemm: &BlockGemm) {
+    let mut rng = Rng::new(8);
+    // Miri interprets every vector instruction: one small shape there.
+    let (shapes, counts): (&[(usize, usize)], &[usize]) = if cfg!(miri) {
+        (&[(32, 256)], &[1, 5])
+    } else {
+        (&[(64, 128), (96, 768), (32, 2048)], &[1, 3, 4, 5, 8, 15, 16, 17, 32, 33, 49])
+    };
+    for &(m, k) in shapes {
+        let t = rng.ternary(m, k);
+        let p = I2sMatrix::pack(&t, I2sLayout::X86).unwrap();
+        let most = counts.iter().copied().max().unwrap_or(1);
+        let qs: Vec<Vec<i8>> = (0..most).map(|_| rng.acts(k)).collect();
+        let expected: Vec<Vec<i32>> = qs.iter().map(|q| plain_dot(&t, q)).collect();
+        for &n in counts {
+            let q: Vec<&[i8]> = qs[..n].iter().map(|q| &q[..]).collect();
+            let sums: Vec<i32> = q.iter().map(|q| q_sum(q)).collect();
+            for first in (0..m).step_by(32) {
+                let mut acc = alloc::vec![0; n * 32];
+                gemm(&p, &q, &sums, first, &mut acc).unwrap();
+                for (a, e) in acc.chunks_exact(32).zip(&expected) {
+                    assert_eq!(a, &e[first..first + 32], "{what}: {m}x{k}, {n} rows from {first}");
+                }
+            }
+        }
+        let err = gemm(&p, &[&qs[0][..]], &[0], m - 16, &mut [0; 32]);
+        assert!(matches!(err, Err(BitnetError::Length { .. })), "{what}: {err:?}");
+    }
+}
+
+/// The AMX tiles. (Where this CPU has no AMX the same call runs the VNNI/AVX2 kernels; the
+/// check is the same.)
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
 #[test]
 fn amx_tiles_equal_the_plain_dot_product() {
     if std::env::var_os("SUBSTRATES_EXPECT_AMX").is_some() {
         assert!(amx::available(), "this run was meant to check the AMX kernel");
     }
-    let mut rng = Rng::new(8);
-    for (m, k) in [(64, 128), (96, 768), (32, 2048)] {
-        let t = rng.ternary(m, k);
-        let p = I2sMatrix::pack(&t, I2sLayout::X86).unwrap();
-        let qs: Vec<Vec<i8>> = (0..49).map(|_| rng.acts(k)).collect();
-        let expected: Vec<Vec<i32>> = qs.iter().map(|q| plain_dot(&t, q)).collect();
-        for n in [1, 15, 16, 17, 32, 33, 49] {
-            let q: Vec<&[i8]> = qs[..n].iter().map(|q| &q[..]).collect();
-            let sums: Vec<i32> = q.iter().map(|q| q_sum(q)).collect();
-            let packed = amx::pack_acts(&q, k);
-            for first in (0..m).step_by(32) {
-                let mut acc = alloc::vec![0; n * 32];
-                p.gemm_acc_amx(&q, &packed, &sums, first, &mut acc).unwrap();
-                for (a, e) in acc.chunks_exact(32).zip(&expected) {
-                    assert_eq!(a, &e[first..first + 32], "{m}x{k}, {n} rows from {first}, AMX {}", amx::available());
-                }
-            }
-        }
-        let q = [&qs[0][..]];
-        let err = p.gemm_acc_amx(&q, &amx::pack_acts(&q, k), &[0], m - 16, &mut [0; 32]);
-        assert!(matches!(err, Err(BitnetError::Length { .. })), "{err:?}");
-    }
+    check_block_gemm(&alloc::format!("AMX {}", amx::available()), &|p, q, sums, first, acc| {
+        p.gemm_acc_amx(q, &amx::pack_acts(q, p.cols), sums, first, acc)
+    });
+}
+
+/// The VNNI kernel on 32-row blocks unpacked to bytes (without AVX-512 VNNI, the fallback).
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[test]
+fn unpacked_blocks_equal_the_plain_dot_product() {
+    check_block_gemm(
+        &alloc::format!("unpacked, AVX-512 {}", Backend::Avx512.is_available()),
+        &|p, q, sums, first, acc| p.gemm_acc_unpacked(q, sums, first, acc),
+    );
 }

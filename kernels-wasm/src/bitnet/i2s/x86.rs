@@ -221,14 +221,19 @@ pub unsafe fn tile_avx512<const N: usize>(rows: [&[u8]; 4], q: [&[i8]; N]) -> [[
 /// The four totals of four accumulators: two rounds of interleave-and-add leave each 128-bit
 /// lane holding `[Σa, Σb, Σc, Σd]` of its part, then the four lanes are added.
 #[target_feature(enable = "avx512f")]
-unsafe fn hsum4_512(a: [__m512i; 4]) -> [i32; 4] {
+#[inline]
+pub(super) unsafe fn hsum4_512_vec(a: [__m512i; 4]) -> __m128i {
     let ab = _mm512_add_epi32(_mm512_unpacklo_epi32(a[0], a[1]), _mm512_unpackhi_epi32(a[0], a[1]));
     let cd = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2], a[3]), _mm512_unpackhi_epi32(a[2], a[3]));
     let s = _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd));
     let s = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64::<1>(s));
-    let s = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
+    _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s))
+}
+
+#[target_feature(enable = "avx512f")]
+unsafe fn hsum4_512(a: [__m512i; 4]) -> [i32; 4] {
     let mut out = [0i32; 4];
-    _mm_storeu_si128(out.as_mut_ptr().cast(), s);
+    _mm_storeu_si128(out.as_mut_ptr().cast(), hsum4_512_vec(a));
     out
 }
 

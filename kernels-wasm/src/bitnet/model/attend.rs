@@ -11,7 +11,7 @@ pub fn scores(q: &[f32], keys: &[f32], stride: usize, scale: f32, out: &mut [f32
         let whole = out.len() / 8 * 8;
         for p in (0..whole).step_by(8) {
             // SAFETY: AVX-512 F/DQ were detected; the rows are `q.len()` long, a multiple of 8.
-            let s = unsafe { x86::dot8_512(q, core::array::from_fn(|r| row(p + r))) };
+            let [s] = unsafe { x86::dot8_512([q], core::array::from_fn(|r| row(p + r))) };
             for (o, s) in out[p..p + 8].iter_mut().zip(s) {
                 *o = s * scale;
             }
@@ -67,7 +67,7 @@ pub fn accumulate(o: &mut [f32], w: &[f32], values: &[f32], stride: usize) {
     #[cfg(all(target_arch = "x86_64", feature = "std"))]
     let whole = if x86::avx512() && o.len().is_multiple_of(x86::E512) {
         // SAFETY: AVX-512 F was detected; `o` is a whole number of register blocks.
-        unsafe { x86::accumulate_512(o, w, values, stride) };
+        unsafe { x86::accumulate_512([&mut *o], [w], values, stride) };
         o.len()
     } else if std::is_x86_feature_detected!("avx2") {
         let whole = o.len() / x86::E * x86::E;
@@ -87,6 +87,55 @@ pub fn accumulate(o: &mut [f32], w: &[f32], values: &[f32], stride: usize) {
     }
 }
 
+/// [`scores`] for two queries of one head (neighbouring tokens of a prompt) against the same
+/// keys, `out[t]` for query t: where AVX-512 runs, each key is loaded once for both and twice
+/// as many sums run side by side. Every score is still its own [`dot`], so the bits are those
+/// of two `scores` calls.
+pub fn scores2(q: [&[f32]; 2], keys: &[f32], stride: usize, scale: f32, out: [&mut [f32]; 2]) {
+    #[cfg_attr(not(all(target_arch = "x86_64", feature = "std")), allow(unused_mut))]
+    let mut first = 0;
+    #[cfg(all(target_arch = "x86_64", feature = "std"))]
+    if x86::avx512() && q[0].len().is_multiple_of(8) && q[1].len() == q[0].len() {
+        let d = q[0].len();
+        first = out[0].len().min(out[1].len()) / 8 * 8;
+        for p in (0..first).step_by(8) {
+            let rows = core::array::from_fn(|r| &keys[(p + r) * stride..][..d]);
+            // SAFETY: AVX-512 F/DQ were detected; the rows are `d` long, a multiple of 8.
+            let s = unsafe { x86::dot8_512(q, rows) };
+            for t in 0..2 {
+                for (o, s) in out[t][p..p + 8].iter_mut().zip(s[t]) {
+                    *o = s * scale;
+                }
+            }
+        }
+    }
+    for (q, out) in q.into_iter().zip(out) {
+        scores(q, keys.get(first * stride..).unwrap_or(&[]), stride, scale, &mut out[first..]);
+    }
+}
+
+/// [`accumulate`] for two queries of one head against the same values: where AVX-512 runs,
+/// the positions both weigh go through one pass that loads each value row once for both (and
+/// keeps eight independent chains of additions), then each goes on alone. Every element still
+/// adds its positions in order, so the bits are those of two `accumulate` calls.
+pub fn accumulate2(o: [&mut [f32]; 2], w: [&[f32]; 2], values: &[f32], stride: usize) {
+    #[cfg_attr(not(all(target_arch = "x86_64", feature = "std")), allow(unused_mut))]
+    let mut done = 0;
+    #[cfg(all(target_arch = "x86_64", feature = "std"))]
+    let o = {
+        let [o0, o1] = o;
+        if x86::avx512() && o0.len().is_multiple_of(x86::E512) && o1.len() == o0.len() {
+            done = w[0].len().min(w[1].len());
+            // SAFETY: AVX-512 F was detected; both outputs a whole number of register blocks.
+            unsafe { x86::accumulate_512([&mut *o0, &mut *o1], [&w[0][..done], &w[1][..done]], values, stride) };
+        }
+        [o0, o1]
+    };
+    for (o, w) in o.into_iter().zip(w) {
+        accumulate(o, &w[done..], values.get(done * stride..).unwrap_or(&[]), stride);
+    }
+}
+
 /// The same sums with 8-wide registers (mul then add, never fused: the same roundings).
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
 mod x86 {
@@ -97,27 +146,38 @@ mod x86 {
         std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512dq")
     }
 
-    /// `dot` for eight rows at once, two per 512-bit register (row r's eight lanes in one half):
-    /// lane j of each row still sums elements j, j + 8, … in order, with the same query chunk
-    /// in both halves. The fixed tree then runs on all eight rows together: 128-bit halves
-    /// added (`l_i + l_{i+4}`), then 64-bit halves, then the last pair, each step the same
-    /// additions in the same order as [`super::tree`], only across rows side by side.
+    /// `dot` of each of `Q` queries with eight rows at once, two rows per 512-bit register (row
+    /// r's eight lanes in one half): lane j of each row still sums elements j, j + 8, … in
+    /// order, with the same query chunk in both halves; each key chunk is loaded once for all
+    /// `Q` queries. The fixed tree then runs on all eight rows together: 128-bit halves added
+    /// (`l_i + l_{i+4}`), then 64-bit halves, then the last pair, each step the same additions
+    /// in the same order as [`super::tree`], only across rows side by side.
     ///
     /// # Safety
-    /// AVX-512 F and DQ; `a.len()` a multiple of 8 and every row as long as `a`.
+    /// AVX-512 F and DQ; every query's length a multiple of 8 and every row as long as it.
     #[target_feature(enable = "avx512f,avx512dq")]
-    pub unsafe fn dot8_512(a: &[f32], b: [&[f32]; 8]) -> [f32; 8] {
-        let d = a.len();
-        assert!(d.is_multiple_of(8) && b.iter().all(|r| r.len() == d));
-        let mut acc = [_mm512_setzero_ps(); 4];
+    pub unsafe fn dot8_512<const Q: usize>(a: [&[f32]; Q], b: [&[f32]; 8]) -> [[f32; 8]; Q] {
+        let d = a[0].len();
+        assert!(d.is_multiple_of(8) && a.iter().all(|q| q.len() == d) && b.iter().all(|r| r.len() == d));
+        let mut acc = [[_mm512_setzero_ps(); 4]; Q];
         for t in (0..d).step_by(8) {
-            let q = _mm512_broadcast_f32x8(_mm256_loadu_ps(a.as_ptr().add(t)));
-            for (j, acc) in acc.iter_mut().enumerate() {
+            let q: [__m512; Q] =
+                core::array::from_fn(|i| _mm512_broadcast_f32x8(_mm256_loadu_ps(a[i].as_ptr().add(t))));
+            for j in 0..4 {
                 let lo = _mm512_castps256_ps512(_mm256_loadu_ps(b[2 * j].as_ptr().add(t)));
                 let k = _mm512_insertf32x8::<1>(lo, _mm256_loadu_ps(b[2 * j + 1].as_ptr().add(t)));
-                *acc = _mm512_add_ps(*acc, _mm512_mul_ps(q, k));
+                for i in 0..Q {
+                    acc[i][j] = _mm512_add_ps(acc[i][j], _mm512_mul_ps(q[i], k));
+                }
             }
         }
+        core::array::from_fn(|i| tree8(acc[i]))
+    }
+
+    /// The fixed tree of [`dot8_512`] on one query's four accumulators.
+    #[target_feature(enable = "avx512f,avx512dq")]
+    #[inline]
+    unsafe fn tree8(acc: [__m512; 4]) -> [f32; 8] {
         // 128-bit lane L of `x` holds rows L's lanes 0–3 (rows 0–3), of `y` their lanes 4–7.
         let half = |a: __m512, b: __m512| {
             let x = _mm512_shuffle_f32x4::<0b10_00_10_00>(a, b);
@@ -137,24 +197,40 @@ mod x86 {
     /// Elements an AVX-512 register block holds across all positions (a 64-wide head at once).
     pub const E512: usize = 64;
 
-    /// `accumulate` for `o.len()` a multiple of `E512`, as [`accumulate`] with 16-wide registers
-    /// (each element still sums its positions in order).
+    /// `accumulate` for `Q` outputs (each `o.len()` a multiple of `E512`) whose weights have one
+    /// length, as [`accumulate`] with 16-wide registers: each element still sums its positions
+    /// in order, each value row loaded once for all `Q`.
     ///
     /// # Safety
     /// AVX-512 F.
     #[target_feature(enable = "avx512f")]
-    pub unsafe fn accumulate_512(o: &mut [f32], w: &[f32], values: &[f32], stride: usize) {
-        assert!(o.len().is_multiple_of(E512) && (w.is_empty() || values.len() >= (w.len() - 1) * stride + o.len()));
-        for c in (0..o.len()).step_by(E512) {
-            let mut acc: [__m512; 4] = core::array::from_fn(|k| _mm512_loadu_ps(o.as_ptr().add(c + 16 * k)));
-            for (p, &s) in w.iter().enumerate() {
-                let (s, v) = (_mm512_set1_ps(s), values.as_ptr().add(p * stride + c));
-                for (k, acc) in acc.iter_mut().enumerate() {
-                    *acc = _mm512_add_ps(*acc, _mm512_mul_ps(s, _mm512_loadu_ps(v.add(16 * k))));
+    #[allow(clippy::needless_range_loop)] // register tiles read best as indices
+    pub unsafe fn accumulate_512<const Q: usize>(
+        mut o: [&mut [f32]; Q],
+        w: [&[f32]; Q],
+        values: &[f32],
+        stride: usize,
+    ) {
+        let (d, len) = (o[0].len(), w[0].len());
+        assert!(d.is_multiple_of(E512) && o.iter().all(|o| o.len() == d) && w.iter().all(|w| w.len() == len));
+        assert!(len == 0 || values.len() >= (len - 1) * stride + d);
+        for c in (0..d).step_by(E512) {
+            let mut acc: [[__m512; 4]; Q] =
+                core::array::from_fn(|i| core::array::from_fn(|k| _mm512_loadu_ps(o[i].as_ptr().add(c + 16 * k))));
+            for p in 0..len {
+                let v = values.as_ptr().add(p * stride + c);
+                let s: [__m512; Q] = core::array::from_fn(|i| _mm512_set1_ps(w[i][p]));
+                for k in 0..4 {
+                    let v = _mm512_loadu_ps(v.add(16 * k));
+                    for i in 0..Q {
+                        acc[i][k] = _mm512_add_ps(acc[i][k], _mm512_mul_ps(s[i], v));
+                    }
                 }
             }
-            for (k, acc) in acc.iter().enumerate() {
-                _mm512_storeu_ps(o.as_mut_ptr().add(c + 16 * k), *acc);
+            for (o, acc) in o.iter_mut().zip(&acc) {
+                for (k, acc) in acc.iter().enumerate() {
+                    _mm512_storeu_ps(o.as_mut_ptr().add(c + 16 * k), *acc);
+                }
             }
         }
     }
@@ -331,6 +407,39 @@ mod tests {
             for (p, g) in got.iter().enumerate() {
                 let want = super::dot(&q, &keys[p * stride..][..d]) * 0.125;
                 assert_eq!(g.to_bits(), want.to_bits(), "d {d}, row {p}");
+            }
+        }
+    }
+
+    /// Two queries at once (with weights of equal or unequal lengths) give what two single
+    /// calls give, bit for bit.
+    #[test]
+    fn the_blocked_scores_and_sums_of_two_queries_equal_two_single_calls_bit_for_bit() {
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<alloc::vec::Vec<_>>();
+        // Miri interprets every vector instruction: two shapes there.
+        let shapes: &[(usize, usize, usize)] = if cfg!(miri) {
+            &[(64, 9, 72)]
+        } else {
+            &[(64, 37, 64), (64, 9, 192), (19, 6, 25), (128, 16, 136), (8, 2, 8)]
+        };
+        for &(d, rows, stride) in shapes {
+            let keys = values(rows * stride, 7);
+            let q = [values(d, 1), values(d, 2)];
+            let lengths = [(rows - 1, rows), (rows, 1), (rows, rows), (1, rows)];
+            for &(la, lb) in &lengths[..if cfg!(miri) { 2 } else { 4 }] {
+                let (mut a, mut b) = (alloc::vec![0.0; la], alloc::vec![0.0; lb]);
+                super::scores2([&q[0], &q[1]], &keys, stride, 0.125, [&mut a, &mut b]);
+                let (mut wa, mut wb) = (alloc::vec![0.0; la], alloc::vec![0.0; lb]);
+                super::scores(&q[0], &keys, stride, 0.125, &mut wa);
+                super::scores(&q[1], &keys, stride, 0.125, &mut wb);
+                assert_eq!((bits(&a), bits(&b)), (bits(&wa), bits(&wb)), "scores d {d}, {la} and {lb} positions");
+                let start = [values(d, 5), values(d, 6)];
+                let (mut oa, mut ob) = (start[0].clone(), start[1].clone());
+                super::accumulate2([&mut oa, &mut ob], [&wa, &wb], &keys, stride);
+                let (mut ea, mut eb) = (start[0].clone(), start[1].clone());
+                super::accumulate(&mut ea, &wa, &keys, stride);
+                super::accumulate(&mut eb, &wb, &keys, stride);
+                assert_eq!((bits(&oa), bits(&ob)), (bits(&ea), bits(&eb)), "sums d {d}, {la} and {lb} positions");
             }
         }
     }

@@ -221,18 +221,43 @@ impl Attention {
         // the long contexts of the late tokens are shared evenly.
         let mut by_head = vec![0.0f32; n * dim];
         ex.par.split(&mut by_head, hd, &|first, chunk| {
-            let (mut qh, mut w) = (vec![0.0f32; hd], Vec::with_capacity(start + n));
-            for (u, o) in chunk.chunks_exact_mut(hd).enumerate() {
+            let (mut qh, mut w) = ([vec![0.0f32; hd], vec![0.0f32; hd]], [Vec::new(), Vec::new()]);
+            let mut units = chunk.chunks_exact_mut(hd).enumerate();
+            while let Some((u, o)) = units.next() {
                 let (h, i) = ((first + u) / n, (first + u) % n);
                 let kv = (h / group) * hd;
-                qh.copy_from_slice(&q[i * dim + h * hd..][..hd]);
-                ex.round_half(&mut qh);
-                // Causal: positions 0..=start + i. Softmax as ggml's soft_max (sum in f64).
-                w.resize(start + i + 1, 0.0);
-                attend::scores(&qh, &k_cache[kv..], kv_dim, scale, &mut w);
-                attend::softmax(&mut w);
-                ex.round_half(&mut w);
-                attend::accumulate(o, &w, &v_cache[kv..], kv_dim);
+                let (keys, values) = (&k_cache[kv..], &v_cache[kv..]);
+                // Token i's query, rounded as ggml rounds a mul_mat's F32 operand; its weights
+                // over the causal positions 0..=start + i.
+                let query = |i: usize, qh: &mut [f32], w: &mut Vec<f32>| {
+                    qh.copy_from_slice(&q[i * dim + h * hd..][..hd]);
+                    ex.round_half(qh);
+                    w.resize(start + i + 1, 0.0);
+                };
+                // Softmax as ggml's soft_max (sum in f64), then the F16 rounding.
+                let weigh = |w: &mut [f32]| {
+                    attend::softmax(w);
+                    ex.round_half(w);
+                };
+                let ([qa, qb], [wa, wb]) = (&mut qh, &mut w);
+                // The next unit is the same head's next token, if there is one: the two share
+                // every key and value read.
+                match if i + 1 < n { units.next() } else { None } {
+                    Some((_, o2)) => {
+                        query(i, qa, wa);
+                        query(i + 1, qb, wb);
+                        attend::scores2([qa, qb], keys, kv_dim, scale, [wa, wb]);
+                        weigh(wa);
+                        weigh(wb);
+                        attend::accumulate2([o, o2], [wa, wb], values, kv_dim);
+                    }
+                    None => {
+                        query(i, qa, wa);
+                        attend::scores(qa, keys, kv_dim, scale, wa);
+                        weigh(wa);
+                        attend::accumulate(o, wa, values, kv_dim);
+                    }
+                }
             }
             Ok(())
         })?;

@@ -11,7 +11,7 @@ use super::par::{map, Disjoint, Parallel};
 use crate::bitnet::backend::Backend;
 use crate::bitnet::blob::Blob;
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
-use crate::bitnet::i2s::amx;
+use crate::bitnet::i2s::{amx, unpacked};
 use crate::bitnet::i2s::{I2sLayout, I2sMatrix};
 use crate::bitnet::lut_matrix::LutMatrix;
 use crate::bitnet::quant::{quantize_activations, Rounding, TernaryMatrix};
@@ -229,32 +229,43 @@ impl Linear {
                 })?;
                 #[cfg(all(target_arch = "x86_64", feature = "std"))]
                 if backend == Backend::Avx512
-                    && n >= amx::MIN_ROWS
-                    && block == I2sMatrix::AMX_ROWS
-                    && amx::available()
+                    && backend.is_available()
+                    && n >= unpacked::MIN_ROWS
+                    && block == unpacked::ROWS
                     && i2s.iter().all(|m| m.layout == I2sLayout::X86)
                 {
-                    // AMX: every activation row at once against each 32-row block; the rows are
-                    // packed into tile layout once, 16 at a time on the threads.
                     let q: Vec<&[i8]> = acts.iter().map(|a| &a.0.q[..]).collect();
                     let sums: Vec<i32> = acts.iter().map(|a| a.1).collect();
-                    let group = amx::packed_len(16, k);
-                    let mut packed = vec![0u8; amx::packed_len(n, k)];
-                    let parts = Disjoint::new(&mut packed);
-                    par.ranges(n.div_ceil(16), &|groups| {
-                        for g in groups {
-                            // SAFETY: group g alone writes its part; the threads' groups are disjoint.
-                            let part = unsafe { parts.range_mut(g * group..(g + 1) * group) };
-                            amx::pack_group(&q[16 * g..n.min(16 * g + 16)], k, part);
-                        }
-                        Ok(())
-                    })?;
-                    blocks(n, &|i, _, row0, acc, scales| {
+                    let scales_of = |scales: &mut [f32]| {
                         for (s, a) in scales.iter_mut().zip(&acts) {
                             *s = a.0.scale;
                         }
-                        i2s[i].gemm_acc_amx(&q, &packed, &sums, row0, acc)
-                    })?;
+                    };
+                    if n >= amx::MIN_ROWS && amx::available() {
+                        // AMX: every activation row at once against each 32-row block; the rows
+                        // are packed into tile layout once, 16 at a time on the threads.
+                        let group = amx::packed_len(16, k);
+                        let mut packed = vec![0u8; amx::packed_len(n, k)];
+                        let parts = Disjoint::new(&mut packed);
+                        par.ranges(n.div_ceil(16), &|groups| {
+                            for g in groups {
+                                // SAFETY: group g alone writes its part; the threads' groups are disjoint.
+                                let part = unsafe { parts.range_mut(g * group..(g + 1) * group) };
+                                amx::pack_group(&q[16 * g..n.min(16 * g + 16)], k, part);
+                            }
+                            Ok(())
+                        })?;
+                        blocks(n, &|i, _, row0, acc, scales| {
+                            scales_of(scales);
+                            i2s[i].gemm_acc_amx(&q, &packed, &sums, row0, acc)
+                        })?;
+                    } else {
+                        // VNNI: each 32-row block unpacked to bytes once for every activation row.
+                        blocks(n, &|i, _, row0, acc, scales| {
+                            scales_of(scales);
+                            i2s[i].gemm_acc_unpacked(&q, &sums, row0, acc)
+                        })?;
+                    }
                     return Ok(());
                 }
                 blocks(ROWS_PER_CALL, &|i, j, row0, acc, scales| {
