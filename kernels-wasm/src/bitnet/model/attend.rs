@@ -87,23 +87,23 @@ pub fn accumulate(o: &mut [f32], w: &[f32], values: &[f32], stride: usize) {
     }
 }
 
-/// [`scores`] for two queries of one head (neighbouring tokens of a prompt) against the same
-/// keys, `out[t]` for query t: where AVX-512 runs, each key is loaded once for both and twice
-/// as many sums run side by side. Every score is still its own [`dot`], so the bits are those
-/// of two `scores` calls.
-pub fn scores2(q: [&[f32]; 2], keys: &[f32], stride: usize, scale: f32, out: [&mut [f32]; 2]) {
+/// [`scores`] for `Q` queries of one head (neighbouring tokens of a prompt) against the same
+/// keys, `out[t]` for query t: where AVX-512 runs, each key is loaded once for all of them and
+/// `Q` times as many sums run side by side. Every score is still its own [`dot`], so the bits
+/// are those of `Q` `scores` calls.
+pub fn scores_many<const Q: usize>(q: [&[f32]; Q], keys: &[f32], stride: usize, scale: f32, mut out: [&mut [f32]; Q]) {
     #[cfg_attr(not(all(target_arch = "x86_64", feature = "std")), allow(unused_mut))]
     let mut first = 0;
     #[cfg(all(target_arch = "x86_64", feature = "std"))]
-    if x86::avx512() && q[0].len().is_multiple_of(8) && q[1].len() == q[0].len() {
+    if x86::avx512() && q[0].len().is_multiple_of(8) && q.iter().all(|x| x.len() == q[0].len()) {
         let d = q[0].len();
-        first = out[0].len().min(out[1].len()) / 8 * 8;
+        first = out.iter().map(|o| o.len()).min().unwrap_or(0) / 8 * 8;
         for p in (0..first).step_by(8) {
             let rows = core::array::from_fn(|r| &keys[(p + r) * stride..][..d]);
             // SAFETY: AVX-512 F/DQ were detected; the rows are `d` long, a multiple of 8.
             let s = unsafe { x86::dot8_512(q, rows) };
-            for t in 0..2 {
-                for (o, s) in out[t][p..p + 8].iter_mut().zip(s[t]) {
+            for (out, s) in out.iter_mut().zip(s) {
+                for (o, s) in out[p..p + 8].iter_mut().zip(s) {
                     *o = s * scale;
                 }
             }
@@ -114,24 +114,45 @@ pub fn scores2(q: [&[f32]; 2], keys: &[f32], stride: usize, scale: f32, out: [&m
     }
 }
 
-/// [`accumulate`] for two queries of one head against the same values: where AVX-512 runs,
-/// the positions both weigh go through one pass that loads each value row once for both (and
-/// keeps eight independent chains of additions), then each goes on alone. Every element still
-/// adds its positions in order, so the bits are those of two `accumulate` calls.
-pub fn accumulate2(o: [&mut [f32]; 2], w: [&[f32]; 2], values: &[f32], stride: usize) {
-    #[cfg_attr(not(all(target_arch = "x86_64", feature = "std")), allow(unused_mut))]
-    let mut done = 0;
-    #[cfg(all(target_arch = "x86_64", feature = "std"))]
-    let o = {
-        let [o0, o1] = o;
-        if x86::avx512() && o0.len().is_multiple_of(x86::E512) && o1.len() == o0.len() {
-            done = w[0].len().min(w[1].len());
-            // SAFETY: AVX-512 F was detected; both outputs a whole number of register blocks.
-            unsafe { x86::accumulate_512([&mut *o0, &mut *o1], [&w[0][..done], &w[1][..done]], values, stride) };
+/// Scores to softmax weights in place, `Q` rows at once, as ggml's soft_max does each row:
+/// `exp(s − max)`, their sum in f64 in position order, each weight times `1/sum` (rounded once
+/// to f32). The rows' sums run side by side, so `Q` chains of dependent additions overlap
+/// instead of running one after another; each row's bits are those it has alone.
+pub fn softmax_many<const Q: usize>(mut w: [&mut [f32]; Q]) {
+    for w in w.iter_mut() {
+        exp_shifted(w);
+    }
+    let mut sum = [0.0f64; Q];
+    let common = w.iter().map(|w| w.len()).min().unwrap_or(0);
+    for p in 0..common {
+        for (s, w) in sum.iter_mut().zip(w.iter()) {
+            *s += w[p] as f64;
         }
-        [o0, o1]
-    };
-    for (o, w) in o.into_iter().zip(w) {
+    }
+    for (s, w) in sum.iter_mut().zip(w.iter_mut()) {
+        // The rest of a longer row, still one position after another.
+        for &v in &w[common..] {
+            *s += v as f64;
+        }
+        scale_by(w, (1.0 / *s) as f32);
+    }
+}
+
+/// [`accumulate`] for `Q` queries of one head against the same values: where AVX-512 runs, the
+/// positions all of them weigh go through one pass that loads each value row once for all (and
+/// keeps `4·Q` independent chains of additions), then each goes on alone. Every element still
+/// adds its positions in order, so the bits are those of `Q` `accumulate` calls.
+pub fn accumulate_many<const Q: usize>(o: [&mut [f32]; Q], w: [&[f32]; Q], values: &[f32], stride: usize) {
+    #[cfg_attr(not(all(target_arch = "x86_64", feature = "std")), allow(unused_mut))]
+    let (mut o, mut done) = (o, 0);
+    #[cfg(all(target_arch = "x86_64", feature = "std"))]
+    if x86::avx512() && o[0].len().is_multiple_of(x86::E512) && o.iter().all(|x| x.len() == o[0].len()) {
+        done = w.iter().map(|w| w.len()).min().unwrap_or(0);
+        let parts: [&mut [f32]; Q] = o.each_mut().map(|o| &mut **o);
+        // SAFETY: AVX-512 F was detected; every output a whole number of register blocks.
+        unsafe { x86::accumulate_512(parts, w.map(|w| &w[..done]), values, stride) };
+    }
+    for (o, w) in o.iter_mut().zip(w) {
         accumulate(o, &w[done..], values.get(done * stride..).unwrap_or(&[]), stride);
     }
 }
@@ -331,13 +352,16 @@ pub fn expf(x: f32) -> f32 {
 }
 
 crate::bitnet::wide::wide_fn! {
-    /// Scores `w` to softmax weights in place, as ggml's soft_max: `exp(s − max)`, their sum
-    /// in f64 in position order, each weight times `1/sum` (rounded once to f32).
-    pub fn softmax(w: &mut [f32]) {
+    /// `s ← exp(s − max)`: the softmax's first step.
+    fn exp_shifted(w: &mut [f32]) {
         let max = max(w);
         w.iter_mut().for_each(|s| *s = expf(*s - max));
-        let sum: f64 = w.iter().map(|&s| s as f64).sum();
-        let inv = (1.0 / sum) as f32;
+    }
+}
+
+crate::bitnet::wide::wide_fn! {
+    /// `s ← s·inv`: the softmax's last step.
+    fn scale_by(w: &mut [f32], inv: f32) {
         w.iter_mut().for_each(|s| *s *= inv);
     }
 }
@@ -411,10 +435,10 @@ mod tests {
         }
     }
 
-    /// Two queries at once (with weights of equal or unequal lengths) give what two single
-    /// calls give, bit for bit.
+    /// Two or four queries at once (with weights of equal or unequal lengths) give what single
+    /// calls give, bit for bit: scores, softmax and weighted sums.
     #[test]
-    fn the_blocked_scores_and_sums_of_two_queries_equal_two_single_calls_bit_for_bit() {
+    fn the_blocked_scores_and_sums_of_several_queries_equal_single_calls_bit_for_bit() {
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<alloc::vec::Vec<_>>();
         // Miri interprets every vector instruction: two shapes there.
         let shapes: &[(usize, usize, usize)] = if cfg!(miri) {
@@ -428,18 +452,39 @@ mod tests {
             let lengths = [(rows - 1, rows), (rows, 1), (rows, rows), (1, rows)];
             for &(la, lb) in &lengths[..if cfg!(miri) { 2 } else { 4 }] {
                 let (mut a, mut b) = (alloc::vec![0.0; la], alloc::vec![0.0; lb]);
-                super::scores2([&q[0], &q[1]], &keys, stride, 0.125, [&mut a, &mut b]);
+                super::scores_many([&q[0], &q[1]], &keys, stride, 0.125, [&mut a, &mut b]);
                 let (mut wa, mut wb) = (alloc::vec![0.0; la], alloc::vec![0.0; lb]);
                 super::scores(&q[0], &keys, stride, 0.125, &mut wa);
                 super::scores(&q[1], &keys, stride, 0.125, &mut wb);
                 assert_eq!((bits(&a), bits(&b)), (bits(&wa), bits(&wb)), "scores d {d}, {la} and {lb} positions");
+                super::softmax_many([&mut a, &mut b]);
+                super::softmax_many([&mut wa]);
+                super::softmax_many([&mut wb]);
+                assert_eq!((bits(&a), bits(&b)), (bits(&wa), bits(&wb)), "softmax d {d}, {la} and {lb} positions");
                 let start = [values(d, 5), values(d, 6)];
                 let (mut oa, mut ob) = (start[0].clone(), start[1].clone());
-                super::accumulate2([&mut oa, &mut ob], [&wa, &wb], &keys, stride);
+                super::accumulate_many([&mut oa, &mut ob], [&wa, &wb], &keys, stride);
                 let (mut ea, mut eb) = (start[0].clone(), start[1].clone());
                 super::accumulate(&mut ea, &wa, &keys, stride);
                 super::accumulate(&mut eb, &wb, &keys, stride);
                 assert_eq!((bits(&oa), bits(&ob)), (bits(&ea), bits(&eb)), "sums d {d}, {la} and {lb} positions");
+            }
+            // Four at once, the shortest not first (as attention's groups never are, but may be).
+            let qs: [alloc::vec::Vec<f32>; 4] = core::array::from_fn(|t| values(d, 20 + t as u32));
+            let lens = [rows, rows - 1, rows, 1];
+            let mut got: [alloc::vec::Vec<f32>; 4] = core::array::from_fn(|t| alloc::vec![0.0; lens[t]]);
+            super::scores_many(qs.each_ref().map(|q| &q[..]), &keys, stride, 0.5, got.each_mut().map(|w| &mut w[..]));
+            super::softmax_many(got.each_mut().map(|w| &mut w[..]));
+            let mut outs: [alloc::vec::Vec<f32>; 4] = core::array::from_fn(|t| values(d, 30 + t as u32));
+            let ws = got.each_ref().map(|w| &w[..]);
+            super::accumulate_many(outs.each_mut().map(|o| &mut o[..]), ws, &keys, stride);
+            for t in 0..4 {
+                let mut w = alloc::vec![0.0; lens[t]];
+                super::scores(&qs[t], &keys, stride, 0.5, &mut w);
+                super::softmax_many([&mut w]);
+                let mut o = values(d, 30 + t as u32);
+                super::accumulate(&mut o, &w, &keys, stride);
+                assert_eq!((bits(&got[t]), bits(&outs[t])), (bits(&w), bits(&o)), "four at once, d {d}, query {t}");
             }
         }
     }
@@ -450,7 +495,7 @@ mod tests {
         for len in [1, 7, 16, 33, 300] {
             let x = values(len, 3 + len as u32);
             let mut got = x.clone();
-            super::softmax(&mut got);
+            super::softmax_many([&mut got]);
             let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
             let e: alloc::vec::Vec<f32> = x.iter().map(|&s| super::expf(s - max)).collect();
             let inv = (1.0 / e.iter().map(|&v| v as f64).sum::<f64>()) as f32;

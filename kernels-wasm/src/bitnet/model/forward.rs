@@ -216,48 +216,28 @@ impl Attention {
         ex.round_half(&mut v_cache[at]);
         let (k_cache, v_cache) = (&*k_cache, &*v_cache);
         let scale = 1.0 / libm::sqrtf(hd as f32);
-        let group = self.heads / self.kv_heads;
+        let group_size = self.heads / self.kv_heads;
         // One work unit per (head, token), heads outermost: every thread gets whole heads, so
         // the long contexts of the late tokens are shared evenly.
         let mut by_head = vec![0.0f32; n * dim];
         ex.par.split(&mut by_head, hd, &|first, chunk| {
-            let (mut qh, mut w) = ([vec![0.0f32; hd], vec![0.0f32; hd]], [Vec::new(), Vec::new()]);
-            let mut units = chunk.chunks_exact_mut(hd).enumerate();
-            while let Some((u, o)) = units.next() {
+            let mut units: Vec<&mut [f32]> = chunk.chunks_exact_mut(hd).collect();
+            let mut u = 0;
+            while u < units.len() {
                 let (h, i) = ((first + u) / n, (first + u) % n);
-                let kv = (h / group) * hd;
-                let (keys, values) = (&k_cache[kv..], &v_cache[kv..]);
-                // Token i's query, rounded as ggml rounds a mul_mat's F32 operand; its weights
-                // over the causal positions 0..=start + i.
-                let query = |i: usize, qh: &mut [f32], w: &mut Vec<f32>| {
-                    qh.copy_from_slice(&q[i * dim + h * hd..][..hd]);
-                    ex.round_half(qh);
-                    w.resize(start + i + 1, 0.0);
-                };
-                // Softmax as ggml's soft_max (sum in f64), then the F16 rounding.
-                let weigh = |w: &mut [f32]| {
-                    attend::softmax(w);
-                    ex.round_half(w);
-                };
-                let ([qa, qb], [wa, wb]) = (&mut qh, &mut w);
-                // The next unit is the same head's next token, if there is one: the two share
-                // every key and value read.
-                match if i + 1 < n { units.next() } else { None } {
-                    Some((_, o2)) => {
-                        query(i, qa, wa);
-                        query(i + 1, qb, wb);
-                        attend::scores2([qa, qb], keys, kv_dim, scale, [wa, wb]);
-                        weigh(wa);
-                        weigh(wb);
-                        attend::accumulate2([o, o2], [wa, wb], values, kv_dim);
-                    }
-                    None => {
-                        query(i, qa, wa);
-                        attend::scores(qa, keys, kv_dim, scale, wa);
-                        weigh(wa);
-                        attend::accumulate(o, wa, values, kv_dim);
-                    }
+                // Up to four neighbouring tokens of this head, which share every key and value
+                // read (units run head by head, token by token).
+                let group = (n - i).min(units.len() - u).min(4);
+                let outs = &mut units[u..u + group];
+                let at = Group { q: &q, dim, head: h, first_token: i, start, scale, kv: (h / group_size) * hd };
+                match outs {
+                    [a, b, c, d] => at.attend([a, b, c, d], k_cache, v_cache, kv_dim, ex),
+                    [a, b, c] => at.attend([a, b, c], k_cache, v_cache, kv_dim, ex),
+                    [a, b] => at.attend([a, b], k_cache, v_cache, kv_dim, ex),
+                    [a] => at.attend([a], k_cache, v_cache, kv_dim, ex),
+                    _ => {}
                 }
+                u += group;
             }
             Ok(())
         })?;
@@ -271,6 +251,52 @@ impl Attention {
         let mut y = vec![0.0; n * self.o.shape().0];
         ex.linear(&self.o, &out, &mut y)?;
         Ok(y)
+    }
+}
+
+/// Neighbouring tokens `first_token..` of one head in attention.
+struct Group<'a> {
+    /// Every token's rotated query row (`dim` values).
+    q: &'a [f32],
+    dim: usize,
+    head: usize,
+    first_token: usize,
+    /// The position of token 0.
+    start: usize,
+    scale: f32,
+    /// Where this head's keys and values start in a cache row.
+    kv: usize,
+}
+
+impl Group<'_> {
+    /// Token `first_token + t`'s attention output into `outs[t]` (zero on entry): its query
+    /// rounded as ggml rounds a mul_mat's F32 operand, scores over the causal positions
+    /// `0..=start + token`, softmax as ggml's soft_max (sum in f64), the weights rounded, then
+    /// `Σ w·v`. The `Q` tokens go through each step together ([`attend::scores_many`] and its
+    /// kin), which gives each one's bits alone.
+    fn attend<const Q: usize>(
+        &self,
+        outs: [&mut &mut [f32]; Q],
+        k_cache: &[f32],
+        v_cache: &[f32],
+        stride: usize,
+        ex: &Exec,
+    ) {
+        let hd = outs[0].len();
+        let qs: [Vec<f32>; Q] = core::array::from_fn(|t| {
+            let i = self.first_token + t;
+            let mut qh = self.q[i * self.dim + self.head * hd..][..hd].to_vec();
+            ex.round_half(&mut qh);
+            qh
+        });
+        let mut ws: [Vec<f32>; Q] = core::array::from_fn(|t| vec![0.0f32; self.start + self.first_token + t + 1]);
+        let (keys, values) = (&k_cache[self.kv..], &v_cache[self.kv..]);
+        attend::scores_many(qs.each_ref().map(|q| &q[..]), keys, stride, self.scale, ws.each_mut().map(|w| &mut w[..]));
+        attend::softmax_many(ws.each_mut().map(|w| &mut w[..]));
+        for w in ws.iter_mut() {
+            ex.round_half(w);
+        }
+        attend::accumulate_many(outs.map(|o| &mut **o), ws.each_ref().map(|w| &w[..]), values, stride);
     }
 }
 
