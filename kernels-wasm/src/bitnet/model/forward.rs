@@ -93,14 +93,32 @@ pub struct RmsNorm {
 
 impl RmsNorm {
     fn forward(&self, xs: &mut [f32], ex: &Exec) {
-        ex.rows(xs, self.weight.len(), &|_, x| {
-            let sum: f64 = x.iter().map(|&v| v as f64 * v as f64).sum();
-            let mean = (sum / x.len() as f64) as f32;
+        let d = self.weight.len();
+        // Four rows at a time: each row's f64 sum is a chain of dependent additions in element
+        // order (ggml's order), and four chains side by side overlap.
+        ex.rows(xs, 4 * d, &|_, x| self.rows(x));
+        let whole = xs.len() / (4 * d) * 4 * d;
+        self.rows(&mut xs[whole..]);
+    }
+
+    /// Normalises up to four rows of `x`.
+    fn rows(&self, x: &mut [f32]) {
+        let d = self.weight.len();
+        let mut sums = [0.0f64; 4];
+        let rows = x.len() / d;
+        for i in 0..d {
+            for (r, s) in sums.iter_mut().enumerate().take(rows) {
+                let v = x[r * d + i] as f64;
+                *s += v * v;
+            }
+        }
+        for (x, sum) in x.chunks_exact_mut(d).zip(sums) {
+            let mean = (sum / d as f64) as f32;
             let scale = 1.0 / libm::sqrtf(mean + self.eps);
             for (v, w) in x.iter_mut().zip(&self.weight) {
                 *v = *v * scale * w;
             }
-        });
+        }
     }
 }
 
