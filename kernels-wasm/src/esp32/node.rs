@@ -274,8 +274,7 @@ impl Node {
         let ex = Exec { backend: self.backend, par: &Single, simd: false, reference: false };
         let mut counts = Counts::default();
         for (b, block) in r.blocks.iter().enumerate() {
-            let (k, v) = r.cache.layer(b);
-            block.forward(&mut x, start, k, v, &ex)?;
+            block.forward(&mut x, start, r.cache.layer(b), &ex)?;
             counts.add(&block_counts(&r.config, block.attn.q.quant(), n, start));
         }
         r.cache.len = start + n;

@@ -26,6 +26,13 @@ use super::quant::{check_len, QuantActs, TernaryMatrix};
 use super::{dequantize_into, BitnetError};
 use alloc::vec;
 
+/// Where the block GEMMs ([`I2sMatrix::gemm_amx`], [`I2sMatrix::gemm_unpacked`]) put their
+/// results: `emit(t0, runs)` gets activation rows `t0..`, a run of 32 `Σ w·q` each, a few rows
+/// at a time. The caller's epilogue (dequantising into the output rows) runs while the runs
+/// are still in L1 and between the next rows' arithmetic, where a whole block's results
+/// written out first and read back cost a tenth of a prompt's time in stores.
+pub type Emit<'a> = dyn FnMut(usize, &[i32]) + 'a;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum I2sLayout {
     /// 128 weights in 32 bytes.
@@ -229,23 +236,22 @@ impl I2sMatrix {
     pub const AMX_ROWS: usize = 32;
 
     /// [`Self::gemm_acc_rows`] for the 32 rows `first_row..` and every activation row `q` at
-    /// once on AMX, `packed` being `q` in [`amx::pack_acts`]'s layout. Where AMX is not
-    /// [`amx::available`] (or the layout is ARM's) the AVX-512/AVX2/scalar kernels give the same
-    /// bits.
+    /// once on AMX, `packed` being `q` in [`amx::pack_acts`]'s layout. The results go to `emit`
+    /// ([`Emit`]) 32 activation rows at a time. Where AMX is not [`amx::available`] (or the
+    /// layout is ARM's) the AVX-512/AVX2/scalar kernels give the same bits.
     #[cfg(all(target_arch = "x86_64", feature = "std"))]
-    pub fn gemm_acc_amx(
+    pub fn gemm_amx(
         &self,
         q: &[&[i8]],
         packed: &[u8],
         q_sum: &[i32],
         first_row: usize,
-        acc: &mut [i32],
+        emit: &mut Emit,
     ) -> Result<(), BitnetError> {
         const R: usize = I2sMatrix::AMX_ROWS;
         let (n, chunks) = (q.len(), self.cols / 64);
-        check_len("accumulators (32 per activation row)", n * R, acc.len())?;
         if !(amx::available() && self.layout == I2sLayout::X86) {
-            return self.gemm_acc_rows(q, q_sum, Backend::best(), first_row, acc);
+            return self.gemm_emit_rows(q, q_sum, first_row, emit);
         }
         check_len("activation sums (one per activation row)", n, q_sum.len())?;
         check_len("packed activations", amx::packed_len(n, self.cols), packed.len())?;
@@ -255,52 +261,66 @@ impl I2sMatrix {
         self.with_unpacked(first_row, |w| {
             let group = |g: usize| &packed[g * chunks * 1024..(g + 1) * chunks * 1024];
             let mut c = [[[0i32; 16]; 16]; 4];
+            // Two groups' results, 4 KiB: they stay in L1 until `emit` has them.
+            let mut acc = [0i32; 32 * R];
             for g in (0..n.div_ceil(16)).step_by(2) {
                 let second = (g + 1 < n.div_ceil(16)).then(|| group(g + 1));
                 // SAFETY: AMX is available; `w` holds 2·chunks tiles, each group chunks tiles.
                 unsafe { amx::tiles(w, chunks, group(g), second, &mut c) };
+                let (first, rows) = (16 * g, (n - 16 * g).min(32));
                 for (t, tile) in c.iter().enumerate() {
-                    let (h, first) = (t / 2, 16 * (g + t % 2));
-                    if first < n {
-                        let sums = &q_sum[first..n.min(first + 16)];
-                        // SAFETY: AMX implies AVX-512 F; `acc` holds n runs of 32, and run
-                        // first + j + 1 ends past `(first + j)·32 + 16h + 16`.
-                        unsafe { amx::columns(tile, sums, &mut acc[first * R + 16 * h..], R) };
+                    let (h, f) = (t / 2, 16 * (t % 2));
+                    if f < rows {
+                        let sums = &q_sum[first + f..first + rows.min(f + 16)];
+                        // SAFETY: AMX implies AVX-512 F; `acc` holds `rows` runs of 32, and
+                        // run f + j + 1 ends past `(f + j)·32 + 16h + 16`.
+                        unsafe { amx::columns(tile, sums, &mut acc[f * R + 16 * h..], R) };
                     }
                 }
+                emit(first, &acc[..rows * R]);
             }
         });
         Ok(())
     }
 
-    /// [`Self::gemm_acc_amx`] without AMX: the 32 rows `first_row..` unpacked to bytes once,
-    /// then every activation row `q` against them on AVX-512 VNNI ([`unpacked`]). Where
-    /// AVX-512 VNNI is missing (or the layout is ARM's) the other kernels give the same bits.
+    /// [`Self::gemm_amx`] without AMX: the 32 rows `first_row..` unpacked to bytes once, then
+    /// every activation row `q` against them on AVX-512 VNNI ([`unpacked`]), the results going
+    /// to `emit` four activation rows at a time. Where AVX-512 VNNI is missing (or the layout is
+    /// ARM's) the other kernels give the same bits.
     #[cfg(all(target_arch = "x86_64", feature = "std"))]
-    pub fn gemm_acc_unpacked(
+    pub fn gemm_unpacked(
         &self,
         q: &[&[i8]],
         q_sum: &[i32],
         first_row: usize,
-        acc: &mut [i32],
+        emit: &mut Emit,
     ) -> Result<(), BitnetError> {
         const R: usize = unpacked::ROWS;
-        let n = q.len();
-        check_len("accumulators (32 per activation row)", n * R, acc.len())?;
         if !(Backend::Avx512.is_available() && self.layout == I2sLayout::X86) {
-            return self.gemm_acc_rows(q, q_sum, Backend::best(), first_row, acc);
+            return self.gemm_emit_rows(q, q_sum, first_row, emit);
         }
-        check_len("activation sums (one per activation row)", n, q_sum.len())?;
+        check_len("activation sums (one per activation row)", q.len(), q_sum.len())?;
         for qt in q {
             self.check_rows(qt, first_row, R)?;
         }
         self.with_unpacked(first_row, |w| {
+            let mut acc = [0i32; 4 * R];
             for (t0, (qs, sums)) in q.chunks(4).zip(q_sum.chunks(4)).enumerate() {
                 // SAFETY: AVX-512 F/BW/VNNI were detected; `w` is the unpacked block for K,
                 // every row K long (checked), `acc` holds 32 per activation row.
-                unsafe { unpacked::block(w, self.cols, qs, sums, &mut acc[4 * t0 * R..]) };
+                unsafe { unpacked::block(w, self.cols, qs, sums, &mut acc) };
+                emit(4 * t0, &acc[..qs.len() * R]);
             }
         });
+        Ok(())
+    }
+
+    /// The block GEMMs' fallback: [`Self::gemm_acc_rows`] on the best backend, emitted at once.
+    #[cfg(all(target_arch = "x86_64", feature = "std"))]
+    fn gemm_emit_rows(&self, q: &[&[i8]], q_sum: &[i32], first_row: usize, emit: &mut Emit) -> Result<(), BitnetError> {
+        let mut acc = alloc::vec![0i32; q.len() * I2sMatrix::AMX_ROWS];
+        self.gemm_acc_rows(q, q_sum, Backend::best(), first_row, &mut acc)?;
+        emit(0, &acc);
         Ok(())
     }
 

@@ -156,9 +156,9 @@ fn wide_kernels_match_scalar_small() {
 
 /// `gemm(p, q, sums, first, acc)`: a 32-row block kernel.
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
-type BlockGemm = dyn Fn(&I2sMatrix, &[&[i8]], &[i32], usize, &mut [i32]) -> Result<(), BitnetError>;
+type BlockGemm = dyn Fn(&I2sMatrix, &[&[i8]], &[i32], usize, &mut Emit) -> Result<(), BitnetError>;
 
-/// A 32-row block kernel (`gemm(p, q, sums, first, acc)`) gives the plain dot products for
+/// A 32-row block kernel (`gemm(p, q, sums, first, emit)`) gives the plain dot products for
 /// every activation count around its groups (4 rows for VNNI; 16 and the 32-row pair for AMX),
 /// from row blocks that do not start at row 0, and refuses rows past the end.
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
@@ -180,14 +180,21 @@ fn check_block_gemm(what: &str, gemm: &BlockGemm) {
             let q: Vec<&[i8]> = qs[..n].iter().map(|q| &q[..]).collect();
             let sums: Vec<i32> = q.iter().map(|q| q_sum(q)).collect();
             for first in (0..m).step_by(32) {
-                let mut acc = alloc::vec![0; n * 32];
-                gemm(&p, &q, &sums, first, &mut acc).unwrap();
+                // The runs must come in order, each row once.
+                let (mut acc, mut next) = (alloc::vec![0; n * 32], 0);
+                gemm(&p, &q, &sums, first, &mut |t0, runs| {
+                    assert_eq!(t0, next, "{what}: rows emitted out of order");
+                    acc[32 * t0..][..runs.len()].copy_from_slice(runs);
+                    next += runs.len() / 32;
+                })
+                .unwrap();
+                assert_eq!(next, n, "{what}: {n} rows, {next} emitted");
                 for (a, e) in acc.chunks_exact(32).zip(&expected) {
                     assert_eq!(a, &e[first..first + 32], "{what}: {m}x{k}, {n} rows from {first}");
                 }
             }
         }
-        let err = gemm(&p, &[&qs[0][..]], &[0], m - 16, &mut [0; 32]);
+        let err = gemm(&p, &[&qs[0][..]], &[0], m - 16, &mut |_, _| {});
         assert!(matches!(err, Err(BitnetError::Length { .. })), "{what}: {err:?}");
     }
 }
@@ -200,8 +207,8 @@ fn amx_tiles_equal_the_plain_dot_product() {
     if std::env::var_os("SUBSTRATES_EXPECT_AMX").is_some() {
         assert!(amx::available(), "this run was meant to check the AMX kernel");
     }
-    check_block_gemm(&alloc::format!("AMX {}", amx::available()), &|p, q, sums, first, acc| {
-        p.gemm_acc_amx(q, &amx::pack_acts(q, p.cols), sums, first, acc)
+    check_block_gemm(&alloc::format!("AMX {}", amx::available()), &|p, q, sums, first, emit| {
+        p.gemm_amx(q, &amx::pack_acts(q, p.cols), sums, first, emit)
     });
 }
 
@@ -211,6 +218,6 @@ fn amx_tiles_equal_the_plain_dot_product() {
 fn unpacked_blocks_equal_the_plain_dot_product() {
     check_block_gemm(
         &alloc::format!("unpacked, AVX-512 {}", Backend::Avx512.is_available()),
-        &|p, q, sums, first, acc| p.gemm_acc_unpacked(q, sums, first, acc),
+        &|p, q, sums, first, emit| p.gemm_unpacked(q, sums, first, emit),
     );
 }

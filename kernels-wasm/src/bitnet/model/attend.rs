@@ -4,26 +4,15 @@
 //! change which sums run side by side.
 
 /// `q·k_p·scale` for every position `p < out.len()`; row `p` of `keys` starts at `p * stride`.
+/// (The forward pass calls [`scores_many`], one query being `Q = 1`.)
+#[cfg(test)]
 pub fn scores(q: &[f32], keys: &[f32], stride: usize, scale: f32, out: &mut [f32]) {
+    scores_many([q], keys, stride, scale, [out]);
+}
+
+/// [`scores`] without the AVX-512 form: four rows at a time on AVX2, else one by one.
+fn scores_rest(q: &[f32], keys: &[f32], stride: usize, scale: f32, out: &mut [f32]) {
     let row = |p: usize| &keys[p * stride..][..q.len()];
-    #[cfg(all(target_arch = "x86_64", feature = "std"))]
-    let first = if x86::avx512() && q.len().is_multiple_of(8) {
-        let whole = out.len() / 8 * 8;
-        for p in (0..whole).step_by(8) {
-            // SAFETY: AVX-512 F/DQ were detected; the rows are `q.len()` long, a multiple of 8.
-            let [s] = unsafe { x86::dot8_512([q], core::array::from_fn(|r| row(p + r))) };
-            for (o, s) in out[p..p + 8].iter_mut().zip(s) {
-                *o = s * scale;
-            }
-        }
-        whole
-    } else {
-        0
-    };
-    #[cfg(not(all(target_arch = "x86_64", feature = "std")))]
-    let first = 0;
-    let out = &mut out[first..];
-    let row = |p: usize| row(first + p);
     #[cfg(all(target_arch = "x86_64", feature = "std"))]
     if std::is_x86_feature_detected!("avx2") {
         let whole = out.len() / 4 * 4;
@@ -63,13 +52,15 @@ pub fn max(w: &[f32]) -> f32 {
 
 /// `o[e] += Σ_p w[p]·v_p[e]`, each element summed in `p` order; row `p` of `values` starts at
 /// `p * stride`.
+#[cfg(test)]
 pub fn accumulate(o: &mut [f32], w: &[f32], values: &[f32], stride: usize) {
+    accumulate_many([o], [w], values, stride);
+}
+
+/// [`accumulate`] without the AVX-512 form: register blocks on AVX2, the rest element-wise.
+fn accumulate_rest(o: &mut [f32], w: &[f32], values: &[f32], stride: usize) {
     #[cfg(all(target_arch = "x86_64", feature = "std"))]
-    let whole = if x86::avx512() && o.len().is_multiple_of(x86::E512) {
-        // SAFETY: AVX-512 F was detected; `o` is a whole number of register blocks.
-        unsafe { x86::accumulate_512([&mut *o], [w], values, stride) };
-        o.len()
-    } else if std::is_x86_feature_detected!("avx2") {
+    let whole = if std::is_x86_feature_detected!("avx2") {
         let whole = o.len() / x86::E * x86::E;
         // SAFETY: the CPU has AVX (checked just above).
         unsafe { x86::accumulate(&mut o[..whole], w, values, stride) };
@@ -110,7 +101,7 @@ pub fn scores_many<const Q: usize>(q: [&[f32]; Q], keys: &[f32], stride: usize, 
         }
     }
     for (q, out) in q.into_iter().zip(out) {
-        scores(q, keys.get(first * stride..).unwrap_or(&[]), stride, scale, &mut out[first..]);
+        scores_rest(q, keys.get(first * stride..).unwrap_or(&[]), stride, scale, &mut out[first..]);
     }
 }
 
@@ -153,7 +144,7 @@ pub fn accumulate_many<const Q: usize>(o: [&mut [f32]; Q], w: [&[f32]; Q], value
         unsafe { x86::accumulate_512(parts, w.map(|w| &w[..done]), values, stride) };
     }
     for (o, w) in o.iter_mut().zip(w) {
-        accumulate(o, &w[done..], values.get(done * stride..).unwrap_or(&[]), stride);
+        accumulate_rest(o, &w[done..], values.get(done * stride..).unwrap_or(&[]), stride);
     }
 }
 

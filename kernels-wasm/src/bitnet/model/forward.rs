@@ -22,7 +22,7 @@
 use super::attend;
 use super::config::Config;
 use super::linear::Linear;
-use super::par::Parallel;
+use super::par::{Disjoint, Parallel};
 use super::table::{self, Table};
 use super::tokenizer::Tokenizer;
 use super::ModelError;
@@ -160,14 +160,52 @@ impl Rope {
     }
 }
 
-/// The KV cache of every layer: `context × kv_dim` keys and values each.
+/// The KV cache of every layer: `context × kv_dim` keys and values each; and the rows a block
+/// works in, kept from one call to the next.
 #[derive(Debug, Clone)]
 pub struct Cache {
     k: Vec<Vec<f32>>,
     v: Vec<Vec<f32>>,
+    scratch: Scratch,
     /// Positions filled.
     pub len: usize,
     pub context: usize,
+}
+
+/// One block's part of a [`Cache`], what [`Block::forward`] reads and writes.
+pub struct Layer<'a> {
+    pub k: &'a mut [f32],
+    pub v: &'a mut [f32],
+    pub scratch: &'a mut Scratch,
+}
+
+/// The working rows of a block: a 512-token prompt's are megabytes per layer, and allocating
+/// them afresh in every layer cost a seventh of the prompt's time in page faults, zeroing and
+/// copies. Nothing in them outlives a call (each value is written before it is read), so a
+/// clone starts empty.
+#[derive(Debug, Default)]
+pub struct Scratch {
+    /// The normalised input of the attention, then of the FFN.
+    h: Vec<f32>,
+    /// What the block adds to its input: the attention's, then the FFN's output projection.
+    y: Vec<f32>,
+    q: Vec<f32>,
+    /// The attention's output rows, token by token (head after head in each).
+    att: Vec<f32>,
+    gate: Vec<f32>,
+    up: Vec<f32>,
+}
+
+impl Clone for Scratch {
+    fn clone(&self) -> Scratch {
+        Scratch::default()
+    }
+}
+
+/// `buf` as `len` values, for a caller that writes every one before reading it.
+fn rows(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
+    buf.resize(len, 0.0);
+    &mut buf[..len]
 }
 
 impl Cache {
@@ -178,15 +216,19 @@ impl Cache {
     /// A cache for `layers` blocks of a model shaped `c` (an ESP32 node holds a few).
     pub fn for_layers(c: &Config, layers: usize, context: usize) -> Cache {
         let size = context * c.kv_dim();
-        Cache { k: vec![vec![0.0; size]; layers], v: vec![vec![0.0; size]; layers], len: 0, context }
+        // One zeroed allocation per layer (`vec![v; n]` would clone the first, writing every page
+        // of a cache that a short conversation never reaches).
+        let zeroed = || (0..layers).map(|_| vec![0.0; size]).collect::<Vec<_>>();
+        let (k, v) = (zeroed(), zeroed());
+        Cache { k, v, scratch: Scratch::default(), len: 0, context }
     }
 
-    /// Keys and values of the cache's block `b`.
-    pub fn layer(&mut self, b: usize) -> (&mut [f32], &mut [f32]) {
-        (&mut self.k[b], &mut self.v[b])
+    /// Keys and values of the cache's block `b`, and the working rows.
+    pub fn layer(&mut self, b: usize) -> Layer<'_> {
+        Layer { k: &mut self.k[b], v: &mut self.v[b], scratch: &mut self.scratch }
     }
 
-    /// Bytes the cache holds.
+    /// Bytes the KV cache holds.
     pub fn bytes(&self) -> usize {
         self.k.iter().chain(&self.v).map(|l| l.len() * 4).sum()
     }
@@ -210,65 +252,72 @@ pub struct Attention {
 
 impl Attention {
     /// `xs`: n normalised rows at positions `start..start + n`; their K and V join the cache.
-    fn forward(
-        &self,
-        xs: &[f32],
-        start: usize,
-        k_cache: &mut [f32],
-        v_cache: &mut [f32],
-        ex: &Exec,
-    ) -> Result<Vec<f32>, ModelError> {
+    /// The output projection goes to `y`.
+    fn forward(&self, xs: &[f32], start: usize, layer: &mut Layer, y: &mut [f32], ex: &Exec) -> Result<(), ModelError> {
         let hd = self.rope.head_dim;
         let (dim, kv_dim) = (self.heads * hd, self.kv_heads * hd);
         let n = xs.len() / self.q.shape().1;
-        let (mut q, mut k, mut v) = (vec![0.0; n * dim], vec![0.0; n * kv_dim], vec![0.0; n * kv_dim]);
-        ex.linears(&[&self.q, &self.k, &self.v], xs, &mut [&mut q, &mut k, &mut v])?;
+        let Layer { k: k_cache, v: v_cache, scratch } = layer;
+        let q = rows(&mut scratch.q, n * dim);
+        // The new keys and values are projected straight into their cache rows (n × kv_dim
+        // there too), rotated and rounded in place.
+        let at = start * kv_dim..(start + n) * kv_dim;
+        let (k, v) = (&mut k_cache[at.clone()], &mut v_cache[at]);
+        ex.linears(&[&self.q, &self.k, &self.v], xs, &mut [&mut *q, &mut *k, &mut *v])?;
         // Each token's angles once for its query and key, the tokens shared out to the threads.
         let angles = super::par::map(ex.par, n, &|i| Ok(self.rope.angles(start + i)))?;
-        ex.rows(&mut q, dim, &|i, q| self.rope.rotate(q, &angles[i]));
-        ex.rows(&mut k, kv_dim, &|i, k| self.rope.rotate(k, &angles[i]));
-        let at = start * kv_dim..(start + n) * kv_dim;
-        k_cache[at.clone()].copy_from_slice(&k);
-        v_cache[at.clone()].copy_from_slice(&v);
-        ex.round_half(&mut k_cache[at.clone()]);
-        ex.round_half(&mut v_cache[at]);
-        let (k_cache, v_cache) = (&*k_cache, &*v_cache);
+        ex.rows(q, dim, &|i, q| self.rope.rotate(q, &angles[i]));
+        ex.rows(k, kv_dim, &|i, k| self.rope.rotate(k, &angles[i]));
+        ex.round_half(k);
+        ex.round_half(v);
+        let (q, keys, values) = (&*q, &**k_cache, &**v_cache);
+        let out = rows(&mut scratch.att, n * dim);
+        let outs = Disjoint::new(out);
         let scale = 1.0 / libm::sqrtf(hd as f32);
         let group_size = self.heads / self.kv_heads;
         // One work unit per (head, token), heads outermost: every thread gets whole heads, so
         // the long contexts of the late tokens are shared evenly.
-        let mut by_head = vec![0.0f32; n * dim];
-        ex.par.split(&mut by_head, hd, &|first, chunk| {
-            let mut units: Vec<&mut [f32]> = chunk.chunks_exact_mut(hd).collect();
-            let mut u = 0;
-            while u < units.len() {
-                let (h, i) = ((first + u) / n, (first + u) % n);
+        ex.par.ranges(self.heads * n, &|units| {
+            // Each group's rounded query rows and softmax weights, reused group after group.
+            let (mut qs, mut ws): ([Vec<f32>; 4], [Vec<f32>; 4]) = Default::default();
+            let mut u = units.start;
+            while u < units.end {
+                let (h, i) = (u / n, u % n);
                 // Up to four neighbouring tokens of this head, which share every key and value
-                // read (units run head by head, token by token).
-                let group = (n - i).min(units.len() - u).min(4);
-                let outs = &mut units[u..u + group];
-                let at = Group { q: &q, dim, head: h, first_token: i, start, scale, kv: (h / group_size) * hd };
-                match outs {
-                    [a, b, c, d] => at.attend([a, b, c, d], k_cache, v_cache, kv_dim, ex),
-                    [a, b, c] => at.attend([a, b, c], k_cache, v_cache, kv_dim, ex),
-                    [a, b] => at.attend([a, b], k_cache, v_cache, kv_dim, ex),
-                    [a] => at.attend([a], k_cache, v_cache, kv_dim, ex),
-                    _ => {}
+                // read.
+                let group = (n - i).min(units.end - u).min(4);
+                let kv = (h / group_size) * hd;
+                let at = Group {
+                    q,
+                    dim,
+                    head: h,
+                    first_token: i,
+                    start,
+                    scale,
+                    keys: &keys[kv..],
+                    values: &values[kv..],
+                    stride: kv_dim,
+                    ex,
+                };
+                let row = |t: usize| (i + t) * dim + h * hd;
+                // SAFETY: unit (h, i + t) alone writes head h of token i + t's row, and the
+                // threads' units are disjoint.
+                let o = |t: usize| unsafe { outs.range_mut(row(t)..row(t) + hd) };
+                let ([q0, q1, q2, q3], [w0, w1, w2, w3]) = (&mut qs, &mut ws);
+                match group {
+                    4 => at.attend([o(0), o(1), o(2), o(3)], [q0, q1, q2, q3], [w0, w1, w2, w3]),
+                    3 => at.attend([o(0), o(1), o(2)], [q0, q1, q2], [w0, w1, w2]),
+                    2 => at.attend([o(0), o(1)], [q0, q1], [w0, w1]),
+                    _ => at.attend([o(0)], [q0], [w0]),
                 }
                 u += group;
             }
             Ok(())
         })?;
-        let mut out = vec![0.0f32; n * dim];
-        for h in 0..self.heads {
-            for i in 0..n {
-                out[i * dim + h * hd..][..hd].copy_from_slice(&by_head[(h * n + i) * hd..][..hd]);
-            }
-        }
-        self.sub_norm.forward(&mut out, ex);
-        let mut y = vec![0.0; n * self.o.shape().0];
-        ex.linear(&self.o, &out, &mut y)?;
-        Ok(y)
+        let out = &mut scratch.att[..n * dim];
+        self.sub_norm.forward(out, ex);
+        ex.linear(&self.o, out, y)?;
+        Ok(())
     }
 }
 
@@ -282,39 +331,44 @@ struct Group<'a> {
     /// The position of token 0.
     start: usize,
     scale: f32,
-    /// Where this head's keys and values start in a cache row.
-    kv: usize,
+    /// The cache rows from this head's keys and values on, a row every `stride` values.
+    keys: &'a [f32],
+    values: &'a [f32],
+    stride: usize,
+    ex: &'a Exec<'a>,
 }
 
 impl Group<'_> {
-    /// Token `first_token + t`'s attention output into `outs[t]` (zero on entry): its query
-    /// rounded as ggml rounds a mul_mat's F32 operand, scores over the causal positions
-    /// `0..=start + token`, softmax as ggml's soft_max (sum in f64), the weights rounded, then
-    /// `Σ w·v`. The `Q` tokens go through each step together ([`attend::scores_many`] and its
-    /// kin), which gives each one's bits alone.
+    /// Token `first_token + t`'s attention output into `outs[t]`: its query rounded as ggml
+    /// rounds a mul_mat's F32 operand (into `qs[t]`), scores over the causal positions
+    /// `0..=start + token` (into `ws[t]`), softmax as ggml's soft_max (sum in f64), the weights
+    /// rounded, then `Σ w·v`. The `Q` tokens go through each step together
+    /// ([`attend::scores_many`] and its kin), which gives each one's bits alone.
     fn attend<const Q: usize>(
         &self,
-        outs: [&mut &mut [f32]; Q],
-        k_cache: &[f32],
-        v_cache: &[f32],
-        stride: usize,
-        ex: &Exec,
+        mut outs: [&mut [f32]; Q],
+        mut qs: [&mut Vec<f32>; Q],
+        mut ws: [&mut Vec<f32>; Q],
     ) {
         let hd = outs[0].len();
-        let qs: [Vec<f32>; Q] = core::array::from_fn(|t| {
+        for (t, (q, w)) in qs.iter_mut().zip(ws.iter_mut()).enumerate() {
             let i = self.first_token + t;
-            let mut qh = self.q[i * self.dim + self.head * hd..][..hd].to_vec();
-            ex.round_half(&mut qh);
-            qh
-        });
-        let mut ws: [Vec<f32>; Q] = core::array::from_fn(|t| vec![0.0f32; self.start + self.first_token + t + 1]);
-        let (keys, values) = (&k_cache[self.kv..], &v_cache[self.kv..]);
-        attend::scores_many(qs.each_ref().map(|q| &q[..]), keys, stride, self.scale, ws.each_mut().map(|w| &mut w[..]));
-        attend::softmax_many(ws.each_mut().map(|w| &mut w[..]));
-        for w in ws.iter_mut() {
-            ex.round_half(w);
+            q.clear();
+            q.extend_from_slice(&self.q[i * self.dim + self.head * hd..][..hd]);
+            self.ex.round_half(q);
+            // Every score is written below.
+            w.resize(self.start + i + 1, 0.0);
         }
-        attend::accumulate_many(outs.map(|o| &mut **o), ws.each_ref().map(|w| &w[..]), values, stride);
+        let mut ws = ws.map(|w| &mut w[..]);
+        attend::scores_many(qs.map(|q| &q[..]), self.keys, self.stride, self.scale, ws.each_mut().map(|w| &mut **w));
+        attend::softmax_many(ws.each_mut().map(|w| &mut **w));
+        for w in ws.iter_mut() {
+            self.ex.round_half(w);
+        }
+        for o in outs.iter_mut() {
+            o.fill(0.0);
+        }
+        attend::accumulate_many(outs, ws.each_ref().map(|w| &**w), self.values, self.stride);
     }
 }
 
@@ -327,18 +381,19 @@ pub struct Ffn {
 }
 
 impl Ffn {
-    fn forward(&self, xs: &[f32], ex: &Exec) -> Result<Vec<f32>, ModelError> {
+    /// `xs`: n normalised rows; the down projection goes to `y`.
+    fn forward(&self, xs: &[f32], scratch: &mut Scratch, y: &mut [f32], ex: &Exec) -> Result<(), ModelError> {
         let n = xs.len() / self.up.shape().1;
         let hidden = self.up.shape().0;
-        let (mut gate, mut up) = (vec![0.0; n * hidden], vec![0.0; n * hidden]);
-        ex.linears(&[&self.up, &self.gate], xs, &mut [&mut up, &mut gate])?;
+        let (gate, up) = (rows(&mut scratch.gate, n * hidden), rows(&mut scratch.up, n * hidden));
+        ex.linears(&[&self.up, &self.gate], xs, &mut [&mut *up, &mut *gate])?;
         // SiLU (ggml computes its own exp approximation too), then the product with the up
         // projection.
-        ex.rows(&mut gate, hidden, &|i, g| attend::silu_mul(g, &up[i * hidden..][..hidden]));
-        self.sub_norm.forward(&mut gate, ex);
-        let mut y = vec![0.0; n * self.down.shape().0];
-        ex.linear(&self.down, &gate, &mut y)?;
-        Ok(y)
+        let up = &*up;
+        ex.rows(gate, hidden, &|i, g| attend::silu_mul(g, &up[i * hidden..][..hidden]));
+        self.sub_norm.forward(gate, ex);
+        ex.linear(&self.down, gate, y)?;
+        Ok(())
     }
 }
 
@@ -353,22 +408,32 @@ pub struct Block {
 impl Block {
     /// Runs rows `x` (positions `start..`) through the block in place; their keys and values
     /// join this block's cache.
-    pub fn forward(
+    pub fn forward(&self, x: &mut [f32], start: usize, mut layer: Layer, ex: &Exec) -> Result<(), ModelError> {
+        let mut h = core::mem::take(&mut layer.scratch.h);
+        let mut y = core::mem::take(&mut layer.scratch.y);
+        let result = self.residuals(x, start, &mut layer, rows(&mut h, x.len()), rows(&mut y, x.len()), ex);
+        (layer.scratch.h, layer.scratch.y) = (h, y);
+        result
+    }
+
+    /// `x += Attention(Norm(x))`, then `x += Ffn(Norm(x))`, with `h` and `y` to work in.
+    fn residuals(
         &self,
         x: &mut [f32],
         start: usize,
-        k_cache: &mut [f32],
-        v_cache: &mut [f32],
+        layer: &mut Layer,
+        h: &mut [f32],
+        y: &mut [f32],
         ex: &Exec,
     ) -> Result<(), ModelError> {
-        let mut h = x.to_vec();
-        self.attn_norm.forward(&mut h, ex);
-        let a = self.attn.forward(&h, start, k_cache, v_cache, ex)?;
-        x.iter_mut().zip(&a).for_each(|(x, a)| *x += a);
-        let mut h = x.to_vec();
-        self.ffn_norm.forward(&mut h, ex);
-        let f = self.ffn.forward(&h, ex)?;
-        x.iter_mut().zip(&f).for_each(|(x, f)| *x += f);
+        h.copy_from_slice(x);
+        self.attn_norm.forward(h, ex);
+        self.attn.forward(h, start, layer, y, ex)?;
+        x.iter_mut().zip(&*y).for_each(|(x, a)| *x += a);
+        h.copy_from_slice(x);
+        self.ffn_norm.forward(h, ex);
+        self.ffn.forward(h, layer.scratch, y, ex)?;
+        x.iter_mut().zip(&*y).for_each(|(x, f)| *x += f);
         Ok(())
     }
 }
@@ -401,7 +466,7 @@ impl Model {
         }
         let mut x = self.embed(tokens)?;
         for (b, block) in self.blocks.iter().enumerate() {
-            block.forward(&mut x, start, &mut cache.k[b], &mut cache.v[b], ex)?;
+            block.forward(&mut x, start, cache.layer(b), ex)?;
         }
         cache.len = start + n;
         self.head(&mut x, ex, which)

@@ -236,11 +236,29 @@ impl Linear {
                 {
                     let q: Vec<&[i8]> = acts.iter().map(|a| &a.0.q[..]).collect();
                     let sums: Vec<i32> = acts.iter().map(|a| a.1).collect();
-                    let scales_of = |scales: &mut [f32]| {
-                        for (s, a) in scales.iter_mut().zip(&acts) {
-                            *s = a.0.scale;
-                        }
-                    };
+                    // Unit g: block g's results, dequantised into every activation row's
+                    // outputs as the GEMM emits them.
+                    let each_block =
+                        |gemm: &(dyn Fn(&I2sMatrix, usize, &mut crate::bitnet::i2s::Emit) -> Result<(), BitnetError>
+                               + Sync)| {
+                            par.ranges(total, &|units| {
+                                for g in units {
+                                    let i = starts.partition_point(|&s| s <= g) - 1;
+                                    let (m, row0, scale) = (ws[i].shape().0, (g - starts[i]) * block, ws[i].scale());
+                                    gemm(i2s[i], row0, &mut |t0, runs| {
+                                        for (t, run) in runs.chunks_exact(block).enumerate() {
+                                            let at = (t0 + t) * m + row0;
+                                            // SAFETY: only unit g writes outputs row0..row0 + block of
+                                            // matrix i (in every activation row), and the threads'
+                                            // units are disjoint.
+                                            let o = unsafe { dests[i].range_mut(at..at + block) };
+                                            dequantize_into(o, run, acts[t0 + t].0.scale, scale);
+                                        }
+                                    })?;
+                                }
+                                Ok(())
+                            })
+                        };
                     if n >= amx::MIN_ROWS && amx::available() {
                         // AMX: every activation row at once against each 32-row block; the rows
                         // are packed into tile layout once, 16 at a time on the threads.
@@ -255,16 +273,10 @@ impl Linear {
                             }
                             Ok(())
                         })?;
-                        blocks(n, &|i, _, row0, acc, scales| {
-                            scales_of(scales);
-                            i2s[i].gemm_acc_amx(&q, &packed, &sums, row0, acc)
-                        })?;
+                        each_block(&|w, row0, emit| w.gemm_amx(&q, &packed, &sums, row0, emit))?;
                     } else {
                         // VNNI: each 32-row block unpacked to bytes once for every activation row.
-                        blocks(n, &|i, _, row0, acc, scales| {
-                            scales_of(scales);
-                            i2s[i].gemm_acc_unpacked(&q, &sums, row0, acc)
-                        })?;
+                        each_block(&|w, row0, emit| w.gemm_unpacked(&q, &sums, row0, emit))?;
                     }
                     return Ok(());
                 }
