@@ -272,7 +272,7 @@ impl Attention {
         ex.round_half(v);
         let (q, keys, values) = (&*q, &**k_cache, &**v_cache);
         let out = rows(&mut scratch.att, n * dim);
-        let outs = Disjoint::new(out);
+        let outs = Disjoint::new(&mut *out);
         let scale = 1.0 / libm::sqrtf(hd as f32);
         let group_size = self.heads / self.kv_heads;
         // One work unit per (head, token), heads outermost: every thread gets whole heads, so
@@ -314,7 +314,6 @@ impl Attention {
             }
             Ok(())
         })?;
-        let out = &mut scratch.att[..n * dim];
         self.sub_norm.forward(out, ex);
         ex.linear(&self.o, out, y)?;
         Ok(())
@@ -385,12 +384,17 @@ impl Ffn {
     fn forward(&self, xs: &[f32], scratch: &mut Scratch, y: &mut [f32], ex: &Exec) -> Result<(), ModelError> {
         let n = xs.len() / self.up.shape().1;
         let hidden = self.up.shape().0;
-        let (gate, up) = (rows(&mut scratch.gate, n * hidden), rows(&mut scratch.up, n * hidden));
-        ex.linears(&[&self.up, &self.gate], xs, &mut [&mut *up, &mut *gate])?;
+        let gate = rows(&mut scratch.gate, n * hidden);
         // SiLU (ggml computes its own exp approximation too), then the product with the up
-        // projection.
-        let up = &*up;
-        ex.rows(gate, hidden, &|i, g| attend::silu_mul(g, &up[i * hidden..][..hidden]));
+        // projection: in the GEMM where it can run there, else on the two projections' rows.
+        let fused = !ex.reference
+            && Linear::forward_gated(&self.gate, &self.up, xs, ex.backend, ex.par, gate, &attend::silu_mul)?;
+        if !fused {
+            let up = rows(&mut scratch.up, n * hidden);
+            ex.linears(&[&self.up, &self.gate], xs, &mut [&mut *up, &mut *gate])?;
+            let up = &*up;
+            ex.rows(gate, hidden, &|i, g| attend::silu_mul(g, &up[i * hidden..][..hidden]));
+        }
         self.sub_norm.forward(gate, ex);
         ex.linear(&self.down, gate, y)?;
         Ok(())

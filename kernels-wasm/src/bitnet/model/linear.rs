@@ -7,14 +7,16 @@
 //! read once for all `n` rows (which is what makes prompt processing a GEMM rather than `n`
 //! GEMVs), each block's outputs written straight into place.
 
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+use super::block_gemm;
 use super::par::{map, Disjoint, Parallel};
 use crate::bitnet::backend::Backend;
 use crate::bitnet::blob::Blob;
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
-use crate::bitnet::i2s::{amx, unpacked};
+use crate::bitnet::i2s::unpacked;
 use crate::bitnet::i2s::{I2sLayout, I2sMatrix};
 use crate::bitnet::lut_matrix::LutMatrix;
-use crate::bitnet::quant::{quantize_activations, Rounding, TernaryMatrix};
+use crate::bitnet::quant::{quantize_activations, QuantActs, Rounding, TernaryMatrix};
 use crate::bitnet::tl1::Tl1Matrix;
 use crate::bitnet::tl2::Tl2Matrix;
 use crate::bitnet::{dequantize_into, BitnetError};
@@ -221,64 +223,11 @@ impl Linear {
             Quant::I2s => {
                 let i2s: Vec<&I2sMatrix> =
                     ws.iter().filter_map(|w| if let Linear::I2s(m) = w { Some(m) } else { None }).collect();
-                // Each row quantised (and its Σq taken) once, the rows shared out to the threads.
-                let acts = map(par, n, &|j| {
-                    let a = quantize_activations(&xs[j * k..][..k], Rounding::HalfEven)?;
-                    let sum = crate::bitnet::i2s::q_sum(&a.q);
-                    Ok((a, sum))
-                })?;
+                let acts = quantize_rows(xs, k, par)?;
                 #[cfg(all(target_arch = "x86_64", feature = "std"))]
-                if backend == Backend::Avx512
-                    && backend.is_available()
-                    && n >= unpacked::MIN_ROWS
-                    && block == unpacked::ROWS
-                    && i2s.iter().all(|m| m.layout == I2sLayout::X86)
-                {
-                    let q: Vec<&[i8]> = acts.iter().map(|a| &a.0.q[..]).collect();
-                    let sums: Vec<i32> = acts.iter().map(|a| a.1).collect();
-                    // Unit g: block g's results, dequantised into every activation row's
-                    // outputs as the GEMM emits them.
-                    let each_block =
-                        |gemm: &(dyn Fn(&I2sMatrix, usize, &mut crate::bitnet::i2s::Emit) -> Result<(), BitnetError>
-                               + Sync)| {
-                            par.ranges(total, &|units| {
-                                for g in units {
-                                    let i = starts.partition_point(|&s| s <= g) - 1;
-                                    let (m, row0, scale) = (ws[i].shape().0, (g - starts[i]) * block, ws[i].scale());
-                                    gemm(i2s[i], row0, &mut |t0, runs| {
-                                        for (t, run) in runs.chunks_exact(block).enumerate() {
-                                            let at = (t0 + t) * m + row0;
-                                            // SAFETY: only unit g writes outputs row0..row0 + block of
-                                            // matrix i (in every activation row), and the threads'
-                                            // units are disjoint.
-                                            let o = unsafe { dests[i].range_mut(at..at + block) };
-                                            dequantize_into(o, run, acts[t0 + t].0.scale, scale);
-                                        }
-                                    })?;
-                                }
-                                Ok(())
-                            })
-                        };
-                    if n >= amx::MIN_ROWS && amx::available() {
-                        // AMX: every activation row at once against each 32-row block; the rows
-                        // are packed into tile layout once, 16 at a time on the threads.
-                        let group = amx::packed_len(16, k);
-                        let mut packed = vec![0u8; amx::packed_len(n, k)];
-                        let parts = Disjoint::new(&mut packed);
-                        par.ranges(n.div_ceil(16), &|groups| {
-                            for g in groups {
-                                // SAFETY: group g alone writes its part; the threads' groups are disjoint.
-                                let part = unsafe { parts.range_mut(g * group..(g + 1) * group) };
-                                amx::pack_group(&q[16 * g..n.min(16 * g + 16)], k, part);
-                            }
-                            Ok(())
-                        })?;
-                        each_block(&|w, row0, emit| w.gemm_amx(&q, &packed, &sums, row0, emit))?;
-                    } else {
-                        // VNNI: each 32-row block unpacked to bytes once for every activation row.
-                        each_block(&|w, row0, emit| w.gemm_unpacked(&q, &sums, row0, emit))?;
-                    }
-                    return Ok(());
+                if block == unpacked::ROWS && block_gemm::applies(&i2s, n, backend) {
+                    let acts = block_gemm::Acts::new(&acts, k, par)?;
+                    return block_gemm::many(&i2s, &acts, par, outs);
                 }
                 blocks(ROWS_PER_CALL, &|i, j, row0, acc, scales| {
                     let rows = scales.len();
@@ -305,6 +254,34 @@ impl Linear {
         Ok(())
     }
 
+    /// `out = glu(xs · gateᵀ, xs · upᵀ)` element by element in one pass, where the I2_S
+    /// block GEMM runs (AVX-512, enough rows; see [`block_gemm`]): `Ok(false)` elsewhere, and
+    /// the caller runs [`Self::forward_many`] and `glu` itself, which gives the same bits.
+    pub fn forward_gated(
+        gate: &Linear,
+        up: &Linear,
+        xs: &[f32],
+        backend: Backend,
+        par: &dyn Parallel,
+        out: &mut [f32],
+        glu: &(dyn Fn(&mut [f32], &[f32]) + Sync),
+    ) -> Result<bool, BitnetError> {
+        #[cfg(all(target_arch = "x86_64", feature = "std"))]
+        if let (Linear::I2s(g), Linear::I2s(u)) = (gate, up) {
+            let (k, n) = (g.cols, xs.len() / g.cols.max(1));
+            if u.cols == k && u.rows == g.rows && block_gemm::applies(&[g, u], n, backend) {
+                crate::bitnet::quant::check_len("activations (whole rows of K)", n * k, xs.len())?;
+                crate::bitnet::quant::check_len("outputs (n rows of M)", n * g.rows, out.len())?;
+                let acts = quantize_rows(xs, k, par)?;
+                let acts = block_gemm::Acts::new(&acts, k, par)?;
+                block_gemm::gated(g, u, &acts, par, out, glu)?;
+                return Ok(true);
+            }
+        }
+        let _ = (gate, up, xs, backend, par, out, glu);
+        Ok(false)
+    }
+
     /// The f32 reference: `W·scale` applied to unquantised activations, one plain sum per
     /// output (what the ternary model computes without int8 activations).
     pub fn forward_f32(&self, xs: &[f32], out: &mut [f32]) {
@@ -317,6 +294,15 @@ impl Linear {
             }
         }
     }
+}
+
+/// Each row quantised to int8 (and its Σq taken) once, the rows shared out to the threads.
+fn quantize_rows(xs: &[f32], k: usize, par: &dyn Parallel) -> Result<Vec<(QuantActs, i32)>, BitnetError> {
+    map(par, xs.len() / k, &|j| {
+        let a = quantize_activations(&xs[j * k..][..k], Rounding::HalfEven)?;
+        let sum = crate::bitnet::i2s::q_sum(&a.q);
+        Ok((a, sum))
+    })
 }
 
 /// A LUT format's part of [`Linear::forward_many`]: every activation row's tables (built once:

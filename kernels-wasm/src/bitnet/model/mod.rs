@@ -9,7 +9,8 @@
 //!
 //! - [`config`]: the shape from the GGUF metadata, and the dummy layouts of
 //!   `generate-dummy-bitnet-model.py`.
-//! - [`linear`]: one ternary linear layer in any format.
+//! - [`linear`]: one ternary linear layer in any format; `block_gemm`: its AVX-512 prompt
+//!   GEMM in 32-row blocks.
 //! - [`table`]: the embedding table, which is also the output layer; [`qtable`]: its Q8_0 and
 //!   Q6_K forms.
 //! - [`par`]: how a layer's rows are shared out (one thread, or the [`super::pool::Pool`]).
@@ -22,6 +23,8 @@
 //! - [`dummy`]: deterministic random models of the dummy layouts.
 
 mod attend;
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+mod block_gemm;
 pub mod build;
 pub mod config;
 pub mod convert;

@@ -2,7 +2,7 @@
 //! kernel against the scalar one, every format against the others, and the f32 reference.
 
 use super::forward::Exec;
-use super::par::Single;
+use super::par::{Parallel, Single};
 use super::write::{self, Kind, Values};
 use super::*;
 use crate::bitnet::backend::Backend;
@@ -379,6 +379,44 @@ fn matrices_sharing_an_input_give_in_one_pass_what_each_gives_alone() {
                 for (w, got) in list.iter().zip(&outs) {
                     let mut want = vec![0.0; n * w.shape().0];
                     w.forward(&xs, Backend::Scalar, &Single, &mut want).unwrap();
+                    assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "{quant:?}, {n} rows");
+                }
+            }
+        }
+    }
+}
+
+/// The gate and up projections fused with their element-wise product, where the I2_S block
+/// GEMM runs, give the bits of the two projections and the product taken apart; elsewhere the
+/// call declines. (On one thread and on two.)
+#[test]
+fn the_fused_gate_and_up_projections_give_the_unfused_bits() {
+    let mut rng = crate::bitnet::random::Rng::new(5);
+    let (gate, up) = (rng.ternary(256, 256), rng.ternary(256, 256));
+    let glu = |g: &mut [f32], u: &[f32]| g.iter_mut().zip(u).for_each(|(g, u)| *g = *g * 0.5 + u);
+    #[cfg(not(target_arch = "wasm32"))]
+    let pool = crate::bitnet::pool::Pool::new(2).unwrap();
+    #[cfg(not(target_arch = "wasm32"))]
+    let pars: [&dyn Parallel; 2] = [&Single, &pool];
+    #[cfg(target_arch = "wasm32")]
+    let pars: [&dyn Parallel; 1] = [&Single];
+    for quant in Quant::ALL {
+        let (g, u) = (Linear::pack(&gate, quant).unwrap(), Linear::pack(&up, quant).unwrap());
+        for n in [1, 8, 37] {
+            let xs = rng.f32s(n * 256, 2.0);
+            let (mut want, mut ups) = (vec![0.0; n * 256], vec![0.0; n * 256]);
+            g.forward(&xs, Backend::Scalar, &Single, &mut want).unwrap();
+            u.forward(&xs, Backend::Scalar, &Single, &mut ups).unwrap();
+            glu(&mut want, &ups);
+            for par in pars {
+                let mut got = vec![0.0; n * 256];
+                let fused = Linear::forward_gated(&g, &u, &xs, Backend::best(), par, &mut got, &glu).unwrap();
+                let expected = cfg!(all(target_arch = "x86_64", feature = "std"))
+                    && quant == Quant::I2s
+                    && n >= 8
+                    && Backend::best() == Backend::Avx512;
+                assert_eq!(fused, expected, "{quant:?}, {n} rows");
+                if fused {
                     assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "{quant:?}, {n} rows");
                 }
             }
