@@ -82,9 +82,9 @@ fn accumulate_rest(o: &mut [f32], w: &[f32], values: &[f32], stride: usize) {
 /// keys, `out[t]` for query t: where AVX-512 runs, each key is loaded once for all of them and
 /// `Q` times as many sums run side by side. Every score is still its own [`dot`], so the bits
 /// are those of `Q` `scores` calls.
-pub fn scores_many<const Q: usize>(q: [&[f32]; Q], keys: &[f32], stride: usize, scale: f32, mut out: [&mut [f32]; Q]) {
+pub fn scores_many<const Q: usize>(q: [&[f32]; Q], keys: &[f32], stride: usize, scale: f32, out: [&mut [f32]; Q]) {
     #[cfg_attr(not(all(target_arch = "x86_64", feature = "std")), allow(unused_mut))]
-    let mut first = 0;
+    let (mut out, mut first) = (out, 0);
     #[cfg(all(target_arch = "x86_64", feature = "std"))]
     if x86::avx512() && q[0].len().is_multiple_of(8) && q.iter().all(|x| x.len() == q[0].len()) {
         let d = q[0].len();
