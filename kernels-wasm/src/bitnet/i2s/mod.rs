@@ -29,8 +29,8 @@ use alloc::vec;
 /// Where the block GEMMs ([`I2sMatrix::gemm_amx`], [`I2sMatrix::gemm_unpacked`]) put their
 /// results: `emit(t0, runs)` gets activation rows `t0..`, a run of 32 `Σ w·q` each, a few rows
 /// at a time. The caller's epilogue (dequantising into the output rows) runs while the runs
-/// are still in L1 and between the next rows' arithmetic, where a whole block's results
-/// written out first and read back cost a tenth of a prompt's time in stores.
+/// are still in L1 and between the next rows' arithmetic, instead of a whole block's results
+/// (64 KiB for 512 rows, more than L1) going out to L2 and coming back.
 pub type Emit<'a> = dyn FnMut(usize, &[i32]) + 'a;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
