@@ -137,7 +137,7 @@ pub fn accumulate_many<const Q: usize>(o: [&mut [f32]; Q], w: [&[f32]; Q], value
     #[cfg_attr(not(all(target_arch = "x86_64", feature = "std")), allow(unused_mut))]
     let (mut o, mut done) = (o, 0);
     #[cfg(all(target_arch = "x86_64", feature = "std"))]
-    if x86::avx512() && o[0].len().is_multiple_of(x86::E512) && o.iter().all(|x| x.len() == o[0].len()) {
+    if x86::avx512() && o[0].len().is_multiple_of(x86::L512) && o.iter().all(|x| x.len() == o[0].len()) {
         done = w.iter().map(|w| w.len()).min().unwrap_or(0);
         let parts: [&mut [f32]; Q] = o.each_mut().map(|o| &mut **o);
         // SAFETY: AVX-512 F was detected; every output a whole number of register blocks.
@@ -206,17 +206,18 @@ mod x86 {
         core::array::from_fn(|r| lanes[4 * (r % 4) + r / 4])
     }
 
-    /// Elements an AVX-512 register block holds across all positions (a 64-wide head at once).
-    pub const E512: usize = 64;
+    /// Elements an AVX-512 register holds; [`accumulate_512`] takes outputs a multiple of it.
+    pub const L512: usize = 16;
 
-    /// `accumulate` for `Q` outputs (each `o.len()` a multiple of `E512`) whose weights have one
+    /// `accumulate` for `Q` outputs (each `o.len()` a multiple of 16) whose weights have one
     /// length, as [`accumulate`] with 16-wide registers: each element still sums its positions
-    /// in order, each value row loaded once for all `Q`.
+    /// in order, each value row loaded once for all `Q`. Blocks of 64 elements (four registers
+    /// per output) across all positions, then the last 16–48 (the 48-wide heads of the 1.5B
+    /// layout) as one narrower block.
     ///
     /// # Safety
     /// AVX-512 F.
     #[target_feature(enable = "avx512f")]
-    #[allow(clippy::needless_range_loop)] // register tiles read best as indices
     pub unsafe fn accumulate_512<const Q: usize>(
         mut o: [&mut [f32]; Q],
         w: [&[f32]; Q],
@@ -224,25 +225,46 @@ mod x86 {
         stride: usize,
     ) {
         let (d, len) = (o[0].len(), w[0].len());
-        assert!(d.is_multiple_of(E512) && o.iter().all(|o| o.len() == d) && w.iter().all(|w| w.len() == len));
+        assert!(d.is_multiple_of(L512) && o.iter().all(|o| o.len() == d) && w.iter().all(|w| w.len() == len));
         assert!(len == 0 || values.len() >= (len - 1) * stride + d);
-        for c in (0..d).step_by(E512) {
-            let mut acc: [[__m512; 4]; Q] =
-                core::array::from_fn(|i| core::array::from_fn(|k| _mm512_loadu_ps(o[i].as_ptr().add(c + 16 * k))));
-            for p in 0..len {
-                let v = values.as_ptr().add(p * stride + c);
-                let s: [__m512; Q] = core::array::from_fn(|i| _mm512_set1_ps(w[i][p]));
-                for k in 0..4 {
-                    let v = _mm512_loadu_ps(v.add(16 * k));
-                    for i in 0..Q {
-                        acc[i][k] = _mm512_add_ps(acc[i][k], _mm512_mul_ps(s[i], v));
-                    }
+        let whole = d / 64 * 64;
+        for c in (0..whole).step_by(64) {
+            block::<Q, 4>(&mut o, &w, values, stride, c);
+        }
+        match (d - whole) / L512 {
+            1 => block::<Q, 1>(&mut o, &w, values, stride, whole),
+            2 => block::<Q, 2>(&mut o, &w, values, stride, whole),
+            3 => block::<Q, 3>(&mut o, &w, values, stride, whole),
+            _ => {}
+        }
+    }
+
+    /// Elements `c..c + 16·K` of every output, in `K` registers each across all positions.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    #[allow(clippy::needless_range_loop)] // register tiles read best as indices
+    unsafe fn block<const Q: usize, const K: usize>(
+        o: &mut [&mut [f32]; Q],
+        w: &[&[f32]; Q],
+        values: &[f32],
+        stride: usize,
+        c: usize,
+    ) {
+        let mut acc: [[__m512; K]; Q] =
+            core::array::from_fn(|i| core::array::from_fn(|k| _mm512_loadu_ps(o[i].as_ptr().add(c + 16 * k))));
+        for p in 0..w[0].len() {
+            let v = values.as_ptr().add(p * stride + c);
+            let s: [__m512; Q] = core::array::from_fn(|i| _mm512_set1_ps(w[i][p]));
+            for k in 0..K {
+                let v = _mm512_loadu_ps(v.add(16 * k));
+                for i in 0..Q {
+                    acc[i][k] = _mm512_add_ps(acc[i][k], _mm512_mul_ps(s[i], v));
                 }
             }
-            for (o, acc) in o.iter_mut().zip(&acc) {
-                for (k, acc) in acc.iter().enumerate() {
-                    _mm512_storeu_ps(o.as_mut_ptr().add(c + 16 * k), *acc);
-                }
+        }
+        for (o, acc) in o.iter_mut().zip(&acc) {
+            for (k, acc) in acc.iter().enumerate() {
+                _mm512_storeu_ps(o.as_mut_ptr().add(c + 16 * k), *acc);
             }
         }
     }
@@ -433,9 +455,9 @@ mod tests {
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<alloc::vec::Vec<_>>();
         // Miri interprets every vector instruction: two shapes there.
         let shapes: &[(usize, usize, usize)] = if cfg!(miri) {
-            &[(64, 9, 72)]
+            &[(64, 9, 72), (48, 3, 48)]
         } else {
-            &[(64, 37, 64), (64, 9, 192), (19, 6, 25), (128, 16, 136), (8, 2, 8)]
+            &[(64, 37, 64), (64, 9, 192), (19, 6, 25), (128, 16, 136), (8, 2, 8), (48, 11, 96), (112, 5, 112)]
         };
         for &(d, rows, stride) in shapes {
             let keys = values(rows * stride, 7);
@@ -511,7 +533,17 @@ mod tests {
 
     #[test]
     fn the_blocked_weighted_sum_adds_in_position_order_bit_for_bit() {
-        for (d, rows, stride) in [(64, 37, 64), (64, 9, 192), (80, 5, 80), (19, 6, 25), (32, 1, 32), (128, 7, 136)] {
+        let shapes = [
+            (64, 37, 64),
+            (64, 9, 192),
+            (80, 5, 80),
+            (19, 6, 25),
+            (32, 1, 32),
+            (128, 7, 136),
+            (48, 11, 96),
+            (112, 4, 112),
+        ];
+        for (d, rows, stride) in shapes {
             let (w, vals) = (values(rows, 3), values(rows * stride, 11));
             let start = values(d, 5);
             let mut got = start.clone();
