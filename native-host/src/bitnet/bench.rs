@@ -91,8 +91,9 @@ pub fn run(args: Args) -> Result<()> {
             var.sqrt()
         );
     }
+    let how = if super::mapped() { "is memory-mapped; pages of it count once read" } else { "is read into memory" };
     println!(
-        "peak RSS {:.1} MB (the {:.1} MB file is memory-mapped; pages of it count once read)",
+        "peak RSS {:.1} MB (the {:.1} MB file {how})",
         super::peak_rss().unwrap_or(0) as f64 / 1e6,
         bytes as f64 / 1e6
     );

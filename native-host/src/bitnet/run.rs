@@ -105,12 +105,13 @@ pub fn run(args: Args) -> Result<()> {
     };
     let c = &model.config;
     eprintln!(
-        "model: {} layers, dim {}, vocab {}, {} linear layers; loaded in {:.0} ms (weights memory-mapped)",
+        "model: {} layers, dim {}, vocab {}, {} linear layers; loaded in {:.0} ms (weights {})",
         c.layers,
         c.dim,
         c.vocab,
         model.blocks.first().map(|b| b.attn.q.quant().name().to_uppercase()).unwrap_or_default(),
-        t0.elapsed().as_secs_f64() * 1e3
+        t0.elapsed().as_secs_f64() * 1e3,
+        if super::mapped() { "memory-mapped" } else { "read into memory" }
     );
     if args.ctx_size > c.context {
         eprintln!("note: -c {} is beyond the {} tokens the model was made for", args.ctx_size, c.context);
