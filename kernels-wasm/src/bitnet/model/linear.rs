@@ -187,6 +187,17 @@ impl Linear {
             }
             return Ok(());
         }
+        // I2_S prompts on AVX-512 take the 32-row block GEMMs, which write their own outputs.
+        #[cfg(all(target_arch = "x86_64", feature = "std"))]
+        if block == unpacked::ROWS {
+            let i2s: Vec<&I2sMatrix> =
+                ws.iter().filter_map(|w| if let Linear::I2s(m) = w { Some(m) } else { None }).collect();
+            if i2s.len() == ws.len() && block_gemm::applies(&i2s, n, backend) {
+                let acts = quantize_rows(xs, k, par)?;
+                let acts = block_gemm::Acts::new(&acts, k, par)?;
+                return block_gemm::many(&i2s, &acts, par, outs);
+            }
+        }
         // Work unit g is row block g of all the matrices' blocks, matrix after matrix: block b
         // of matrix i for every activation row, so its weights are read once for all n.
         let mut starts = alloc::vec![0usize];
@@ -224,11 +235,6 @@ impl Linear {
                 let i2s: Vec<&I2sMatrix> =
                     ws.iter().filter_map(|w| if let Linear::I2s(m) = w { Some(m) } else { None }).collect();
                 let acts = quantize_rows(xs, k, par)?;
-                #[cfg(all(target_arch = "x86_64", feature = "std"))]
-                if block == unpacked::ROWS && block_gemm::applies(&i2s, n, backend) {
-                    let acts = block_gemm::Acts::new(&acts, k, par)?;
-                    return block_gemm::many(&i2s, &acts, par, outs);
-                }
                 blocks(ROWS_PER_CALL, &|i, j, row0, acc, scales| {
                     let rows = scales.len();
                     let mut q: [&[i8]; ROWS_PER_CALL] = [&[]; ROWS_PER_CALL];
