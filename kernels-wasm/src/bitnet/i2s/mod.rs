@@ -192,8 +192,8 @@ impl I2sMatrix {
                                 match *group {
                                     [a, b, c, d] => &x86::tile_avx512(w, [a, b, c, d]),
                                     [a, b, c] => &x86::tile_avx512(w, [a, b, c]),
-                                    [a, b] => &x86::tile_avx512(w, [a, b]),
-                                    [a] => &x86::tile_avx512(w, [a]),
+                                    [a, b] => &x86::tile_avx512_masked(w, [a, b]),
+                                    [a] => &x86::tile_avx512_masked(w, [a]),
                                     _ => &[],
                                 }
                             };
