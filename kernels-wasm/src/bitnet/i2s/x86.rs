@@ -218,6 +218,13 @@ pub unsafe fn tile_avx512<const N: usize>(rows: [&[u8]; 4], q: [&[i8]; N]) -> [[
     out
 }
 
+/// Rows ahead that [`tile_avx512_masked`] prefetches into L1 and into L2. Generation reads each
+/// weight once, and a core keeps only so many L1 misses in flight: the far prefetch into L2
+/// keeps DRAM busy without holding L1 fill buffers (measured: +3 % over one distance of 16 into
+/// L1; 4/32, 8/96 and 16/64 were no better, no prefetch at all 30 % worse).
+const GEN_PREFETCH_L1: usize = 8;
+const GEN_PREFETCH_L2: usize = 48;
+
 /// [`tile_avx512`] for one or two activation rows (generation), with half its vector work.
 ///
 /// The planes are masked in place instead of shifted down: after the broadcast, `0xC0 | 0x30`
@@ -243,7 +250,10 @@ pub unsafe fn tile_avx512_masked<const N: usize>(rows: [&[u8]; 4], q: [&[i8]; N]
     let stride = rows[0].len();
     for b in 0..stride / 32 {
         for row in rows {
-            _mm_prefetch::<_MM_HINT_T0>(row.as_ptr().wrapping_add(PREFETCH_ROWS_512 * stride + b * 32).cast());
+            // Past the end of the matrix is harmless: a prefetch never faults.
+            let ahead = |rows: usize| row.as_ptr().wrapping_add(rows * stride + b * 32).cast();
+            _mm_prefetch::<_MM_HINT_T0>(ahead(GEN_PREFETCH_L1));
+            _mm_prefetch::<_MM_HINT_T1>(ahead(GEN_PREFETCH_L2));
         }
         let raw: [__m512i; 4] = core::array::from_fn(|r| broadcast_block(rows[r].as_ptr().add(b * 32)));
         let a0: [__m512i; N] = core::array::from_fn(|n| _mm512_loadu_si512(q[n].as_ptr().add(b * 128).cast()));
