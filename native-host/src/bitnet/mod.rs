@@ -58,9 +58,8 @@ pub fn mapped() -> bool {
 
 /// The whole file in an anonymous mapping advised `MADV_HUGEPAGE`. Generation reads every weight
 /// once per token: through a file map's 4 KiB pages that is a TLB miss every 4 KiB (a two-level
-/// page walk in a VM), and 1.5B generation ran at two thirds of the streaming-read rate; on
-/// 2 MiB pages it ran 25 % faster, at 77–98 % of that rate as the host's bandwidth swung
-/// (`bitnet bench`, 2026-12-02). Where the kernel gives no huge
+/// page walk in a VM); on 2 MiB pages 1.5B generation ran 25 % faster (`bitnet bench`,
+/// 2026-12-02, 34.5–35.5 → 43.2–44.3 tok/s). Where the kernel gives no huge
 /// pages this is a plain read into memory. Resident memory is the file's size either way, as a
 /// map's is once generation has touched every page.
 fn resident(mut file: std::fs::File) -> Result<Shared> {
