@@ -25,3 +25,9 @@ static __device__ __forceinline__ unsigned min(unsigned a, unsigned b) { return 
 static __device__ __forceinline__ unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
 /* The high word of the signed 64-bit product (mul.hi.s32). */
 static __device__ __forceinline__ int __mulhi(int a, int b) { return __nvvm_mulhi_i(a, b); }
+/* CUDA's bit intrinsics, on clang's generic builtins (popc, brev and clz in PTX). */
+static __device__ __forceinline__ int __popc(unsigned x) { return __builtin_popcount(x); }
+static __device__ __forceinline__ unsigned __brev(unsigned x) { return __builtin_bitreverse32(x); }
+static __device__ __forceinline__ int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
+static __device__ __forceinline__ unsigned __byte_perm(unsigned a, unsigned b, unsigned s) { return __nvvm_prmt(a, b, s); }
+static __device__ __forceinline__ unsigned __umulhi(unsigned a, unsigned b) { return __nvvm_mulhi_ui(a, b); }

@@ -58,6 +58,9 @@ enum Esp32Command {
 enum QwengpuCommand {
     /// CUDA C (clang-19) or PTX → the machine's ROM blocks, printed.
     Compile(native_host::qwengpu::CompileArgs),
+    /// Any kernel (.cu or .ptx) on the compiled layers, checked in lockstep: one --arg per
+    /// parameter (`[1,2,3]`, `zeros:N` or a scalar); prints the arrays, the steps and the tokens.
+    Run(native_host::qwengpu::run::Args),
     /// The suite on the compiled layers (checked in lockstep, then timed): machine steps per second.
     Bench(native_host::qwengpu::bench::Args),
     /// The suite on a real NVIDIA GPU: --emit writes nvcc harnesses and run.sh; --compare checks
@@ -131,6 +134,7 @@ async fn main() -> Result<()> {
         Command::Esp32(Esp32Command::Node(args)) => native_host::esp32::node::run(args),
         Command::Esp32(Esp32Command::Run(args)) => native_host::esp32::run::run(args),
         Command::Qwengpu(QwengpuCommand::Compile(args)) => native_host::qwengpu::compile(args),
+        Command::Qwengpu(QwengpuCommand::Run(args)) => native_host::qwengpu::run::run(args),
         Command::Qwengpu(QwengpuCommand::Bench(args)) => native_host::qwengpu::bench::run(args),
         Command::Qwengpu(QwengpuCommand::Nvcc(args)) => native_host::qwengpu::nvcc::run(args),
         Command::Gpu(GpuCommand::Bench(args)) => native_host::gpu::bench(args),

@@ -30,12 +30,12 @@ pub struct Kernel {
     pub shared_bytes: usize,
 }
 
-fn err<T>(line: usize, what: impl Into<String>) -> Result<T, PtxError> {
+pub(super) fn err<T>(line: usize, what: impl Into<String>) -> Result<T, PtxError> {
     Err(PtxError { line, what: what.into() })
 }
 
 /// Virtual register ids; `SCRATCH` is the reserved physical register.
-const SCRATCH: u8 = 255;
+pub(super) const SCRATCH: u8 = 255;
 
 struct Block {
     label: Option<String>,
@@ -45,14 +45,37 @@ struct Block {
     succ: Vec<usize>,
 }
 
-struct Ctx<'a> {
+pub(super) struct Ctx<'a> {
     entry: &'a Entry,
     vregs: BTreeMap<String, u8>,
     shared: BTreeMap<String, u32>,
+    /// Registers whose only definition in the kernel is a `mov` of an immediate (clang puts a
+    /// `prmt` selector in one): their value, for instructions that need it known.
+    constants: BTreeMap<String, u32>,
+}
+
+/// [`Ctx::constants`] of `entry`.
+fn constants(entry: &Entry) -> BTreeMap<String, u32> {
+    let mut defs: BTreeMap<&str, (usize, Option<u32>)> = BTreeMap::new();
+    for stmt in &entry.body {
+        let Stmt::Inst(i) = stmt else { continue };
+        if let Some(Operand::Reg(d)) = i.args.first() {
+            let is_def = !matches!(i.op[0].as_str(), "st" | "bra" | "bar" | "barrier" | "ret" | "exit");
+            if is_def {
+                let value = match (i.op[0].as_str(), i.args.get(1), i.guard.is_none()) {
+                    ("mov", Some(Operand::Imm(v)), true) => Some(*v as u32),
+                    _ => None,
+                };
+                let e = defs.entry(d).or_insert((0, value));
+                e.0 += 1;
+            }
+        }
+    }
+    defs.into_iter().filter_map(|(r, (n, v))| Some((r.to_string(), v.filter(|_| n == 1)?))).collect()
 }
 
 impl Ctx<'_> {
-    fn vreg(&mut self, name: &str, line: usize) -> Result<u8, PtxError> {
+    pub(super) fn vreg(&mut self, name: &str, line: usize) -> Result<u8, PtxError> {
         if let Some(&v) = self.vregs.get(name) {
             return Ok(v);
         }
@@ -64,7 +87,16 @@ impl Ctx<'_> {
         Ok(id as u8)
     }
 
-    fn src(&mut self, o: &Operand, line: usize) -> Result<Src, PtxError> {
+    /// `o`'s value if it is an immediate or a register that holds one constant.
+    pub(super) fn constant(&self, o: &Operand) -> Option<u32> {
+        match o {
+            Operand::Imm(v) => Some(*v as u32),
+            Operand::Reg(r) => self.constants.get(r).copied(),
+            _ => None,
+        }
+    }
+
+    pub(super) fn src(&mut self, o: &Operand, line: usize) -> Result<Src, PtxError> {
         match o {
             Operand::Reg(r) => Ok(Src::Reg(self.vreg(r, line)?)),
             Operand::Imm(v) => Ok(Src::Imm(*v as u32)),
@@ -76,7 +108,7 @@ impl Ctx<'_> {
         }
     }
 
-    fn dst(&mut self, o: &Operand, line: usize) -> Result<u8, PtxError> {
+    pub(super) fn dst(&mut self, o: &Operand, line: usize) -> Result<u8, PtxError> {
         match o {
             Operand::Reg(r) => self.vreg(r, line),
             other => err(line, alloc::format!("destination {other:?}")),
@@ -153,6 +185,14 @@ fn translate_32(cx: &mut Ctx<'_>, i: &Instruction) -> Result<Vec<Inst>, PtxError
         let (d, x, y) = (cx.dst(&a[0], line)?, cx.src(&a[1], line)?, cx.src(&a[2], line)?);
         Ok(vec![Inst::Alu { op: alu, d, a: x, b: y }])
     };
+    let narrow = op.iter().any(|t| matches!(t.as_str(), "u8" | "s8" | "b8" | "u16" | "s16" | "b16"));
+    if matches!(op[0].as_str(), "ld" | "st" | "atom") && op.get(1).map(String::as_str) != Some("param") && narrow {
+        // A byte or half-word access would read or overwrite the whole word around it.
+        return err(
+            line,
+            alloc::format!("`{}`: arrays of bytes or half-words are not supported (memory is 32-bit words)", i.text),
+        );
+    }
     Ok(match op[0].as_str() {
         "ld" if op.get(1).map(String::as_str) == Some("param") => {
             need(2)?;
@@ -242,11 +282,14 @@ fn translate_32(cx: &mut Ctx<'_>, i: &Instruction) -> Result<Vec<Inst>, PtxError
         "mad" => {
             need(4)?;
             let (d, x, y, z) = (cx.dst(&a[0], line)?, cx.src(&a[1], line)?, cx.src(&a[2], line)?, cx.src(&a[3], line)?);
-            if op.get(1).map(String::as_str) == Some("hi") {
-                return err(line, "mad.hi is not supported");
-            }
+            // mad.lo and mad.wide (the low word, as for every 64-bit value), mad.hi.
+            let mul = match op.get(1).map(String::as_str) {
+                Some("hi") if sgn => Alu::MulHiS,
+                Some("hi") => Alu::MulHiU,
+                _ => Alu::Mul,
+            };
             vec![
-                Inst::Alu { op: Alu::Mul, d: SCRATCH, a: x, b: y },
+                Inst::Alu { op: mul, d: SCRATCH, a: x, b: y },
                 Inst::Alu { op: Alu::Add, d, a: Src::Reg(SCRATCH), b: z },
             ]
         }
@@ -289,6 +332,9 @@ fn translate_32(cx: &mut Ctx<'_>, i: &Instruction) -> Result<Vec<Inst>, PtxError
             let (d, b) = (cx.dst(&a[0], line)?, cx.src(&a[2], line)?);
             let Src::Reg(x) = cx.src(&a[1], line)? else { return err(line, "shfl's source must be a register") };
             vec![Inst::Shfl { mode, d, a: x, b }]
+        }
+        "bfe" | "bfi" | "prmt" | "brev" | "popc" | "clz" | "bfind" | "shf" | "cnot" => {
+            super::lower_bits::translate(cx, i)?
         }
         "bar" | "barrier" => vec![Inst::Bar],
         "ret" | "exit" => vec![Inst::Exit],
@@ -402,7 +448,7 @@ pub fn lower(entry: &Entry, spec: &MachineSpec) -> Result<Kernel, PtxError> {
             alloc::format!("{shared_bytes} bytes of shared memory; the machine has {}", spec.shared_words * 4),
         );
     }
-    let mut cx = Ctx { entry, vregs: BTreeMap::new(), shared };
+    let mut cx = Ctx { entry, vregs: BTreeMap::new(), shared, constants: constants(entry) };
     // 1. Basic blocks.
     let mut blocks: Vec<Block> = vec![Block { label: None, insts: vec![], code: vec![], succ: vec![] }];
     for stmt in &entry.body {

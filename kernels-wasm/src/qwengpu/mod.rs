@@ -1,6 +1,7 @@
 //! qwenGPU: a 4-lane SIMT machine (FACTS §2). `isa` defines what a lane can do, `interp` is the
 //! reference interpreter every other executor of the machine is checked against; `ptx` and
-//! `lower` take clang's PTX to the machine's ROM blocks; `suite` is the kernel suite.
+//! `lower` take clang's PTX to the machine's ROM blocks; `args` lays out a launch's arguments as
+//! people write them; `suite` is the kernel suite.
 //!
 //! The compiled machine: `deltanet` is Qwen3.5's Gated DeltaNet in f32, `memory` and `alu` argue
 //! why chosen weights make its state rows and its MLPs exact; `net` is the residual stream of
@@ -16,6 +17,7 @@
 pub mod alu;
 #[cfg(feature = "std")]
 pub mod alu_units;
+pub mod args;
 #[cfg(feature = "std")]
 pub mod compiled;
 #[cfg(feature = "std")]
@@ -29,6 +31,7 @@ pub mod head;
 pub mod interp;
 pub mod isa;
 pub mod lower;
+mod lower_bits;
 #[cfg(feature = "std")]
 pub mod memory;
 #[cfg(feature = "std")]

@@ -178,6 +178,15 @@ pub fn parse(text: &str, entry: Option<&str>) -> Result<Entry, PtxError> {
                 if l.starts_with('.') {
                     return err(line, alloc::format!("directive {l:?} is not supported (local memory, globals, …)"));
                 }
+                if l.starts_with('{') && l.contains("mov.b64") {
+                    // `{ .reg .b32 tmp; mov.b64 {lo, hi}, %rd; }`: clang splitting a 64-bit value
+                    // into words, i.e. 64-bit data (`(unsigned long long)a * b >> 32`).
+                    return err(
+                        line,
+                        "a 64-bit value split into its words: 64-bit data is outside the machine (its words are \
+                         32 bits; use __umulhi for the high word of a product)",
+                    );
+                }
                 if let Some(label) = l.strip_suffix(':') {
                     body.push(Stmt::Label(label.to_string(), line));
                     continue;

@@ -565,7 +565,9 @@ mod limits {
         let swap = |from: &str, to: &str| base.replacen(from, to, 1);
         let cases = [
             (swap("add.s32", "add.f32"), "floating point"),
-            (swap("add.s32", "popc.b32"), "not supported"),
+            (swap("add.s32", "sad.u32"), "not supported"),
+            (swap("st.global.u32", "st.global.u16"), "half-words"),
+            (swap("add.s32 \t%r", "{ .reg .b32 tmp; mov.b64 {tmp, %r9}, %rd1; }\n\tadd.s32 \t%r"), "64-bit data"),
             (swap("ld.global.u32", "ld.local.u32"), "local state space"),
             (swap("mov.u32 \t%r4, %tid.x", "mov.u32 \t%r4, %tid.y"), "one-dimensional"),
         ];

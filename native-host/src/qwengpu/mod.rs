@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod nvcc;
+pub mod run;
 pub mod source;
 
 pub use source::{cuda_source_to_ptx, Filter, SourceError};

@@ -1,0 +1,169 @@
+//! `native-host qwengpu run` on kernels outside the suite (`tests/kernels/`, ordinary integer
+//! CUDA that uses PTX's bit instructions, funnel shifts and 64-bit addressing), each array checked
+//! against plain Rust written here from the CUDA source; and its refusals of bad launches.
+
+use std::process::{Command, Output};
+
+const KERNELS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kernels");
+
+fn run(file: &str, launch: &[&str], args: &[String]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_native-host"));
+    cmd.args(["qwengpu", "run", &format!("{KERNELS}/{file}"), "--json"]).args(launch);
+    for a in args {
+        cmd.arg(format!("--arg={a}"));
+    }
+    cmd.output().expect("run native-host")
+}
+
+/// The arrays, steps and tokens of a successful run.
+fn arrays(file: &str, launch: &[&str], args: &[String]) -> Vec<Vec<u32>> {
+    let out = run(file, launch, args);
+    assert!(out.status.success(), "{file}: {}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json prints JSON");
+    assert!(v["steps"].as_u64().unwrap() > 0 && v["tokens"].as_u64().unwrap() > v["steps"].as_u64().unwrap(), "{v}");
+    serde_json::from_value(v["arrays"].clone()).expect("arrays of u32")
+}
+
+fn list(v: &[u32]) -> String {
+    format!("[{}]", v.iter().map(u32::to_string).collect::<Vec<_>>().join(","))
+}
+
+fn words(n: usize, seed: u32) -> Vec<u32> {
+    let mut x = seed;
+    let mut v: Vec<u32> = (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x
+        })
+        .collect();
+    // The edges every bit instruction must get right.
+    for (slot, edge) in v.iter_mut().zip([0, u32::MAX, 0x8000_0000, 1]) {
+        *slot = edge;
+    }
+    v
+}
+
+#[test]
+fn bit_fields_extract_and_insert_like_plain_rust() {
+    let n = 7;
+    let (x, y) = (words(8, 0x1234_5678), words(8, 0x9abc_def0));
+    let got = arrays(
+        "bit_fields.cu",
+        &["--grid", "2", "--block", "4"],
+        &[list(&x), list(&y), "zeros:8".into(), n.to_string()],
+    );
+    let (mut want_y, mut want_s) = (y.clone(), vec![0u32; 8]);
+    for i in 0..n {
+        let v = x[i];
+        let bits: u32 = (0..6).map(|k| (v >> k) & 1).sum();
+        let (nibble, byte) = ((v >> 3) & 0xf, (v >> 12) & 0xff);
+        want_y[i] = (y[i] & !(0xff << 8)) | (byte << 8) | (nibble << 28) | bits;
+        want_s[i] = (((v << 20) as i32) >> 24) as u32;
+    }
+    assert_eq!(got, vec![x, want_y, want_s]);
+}
+
+#[test]
+fn bit_intrinsics_are_cudas() {
+    let n = 4;
+    let (x, z) = (words(4, 7), words(4, 0xdead_beef).into_iter().rev().collect::<Vec<_>>());
+    let got = arrays("bit_intrinsics.cu", &["--block", "4"], &[list(&x), list(&z), "zeros:20".into(), n.to_string()]);
+    let mut out = Vec::new();
+    for (&a, &b) in x.iter().zip(&z) {
+        // __byte_perm(a, b, 0x0123): result byte k is byte 3 − k of a.
+        let perm = a.swap_bytes();
+        let umulhi = ((u64::from(a) * u64::from(b)) >> 32) as u32;
+        out.extend([a.count_ones(), a.reverse_bits(), a.leading_zeros(), perm, umulhi.wrapping_add(b)]);
+    }
+    assert_eq!(got, vec![x, z, out]);
+}
+
+#[test]
+fn a_rotate_hash_runs_its_funnel_shifts() {
+    let (n, rounds) = (8, 3);
+    let x = words(8, 42);
+    let got = arrays(
+        "rotate_hash.cu",
+        &["--grid", "2", "--block", "4"],
+        &[list(&x), "zeros:8".into(), rounds.to_string(), n.to_string()],
+    );
+    let h: Vec<u32> = x
+        .iter()
+        .map(|&v| {
+            (0..rounds).fold(v, |v, r| (v.rotate_left(5) ^ 0x9e37_79b9u32.wrapping_add(r)).wrapping_mul(0x85eb_ca6b))
+        })
+        .collect();
+    assert_eq!(got, vec![x, h]);
+}
+
+#[test]
+fn strided_rows_address_through_64_bit_pointers() {
+    let (stride, cols, rows) = (5usize, 4usize, 3usize);
+    let m = words(stride * rows, 99);
+    let got = arrays(
+        "strided_rows.cu",
+        &["--block", "4"],
+        &[list(&m), "zeros:3".into(), stride.to_string(), cols.to_string(), rows.to_string()],
+    );
+    let sums: Vec<u32> = (0..rows)
+        .map(|r| (0..cols).fold(0u32, |s, c| s.wrapping_add(m[r * stride + c].wrapping_mul(c as u32 + 1))))
+        .collect();
+    assert_eq!(got, vec![m, sums]);
+}
+
+#[test]
+fn the_text_output_names_each_array_and_the_steps() {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_native-host"));
+    cmd.args(["qwengpu", "run", &format!("{KERNELS}/strided_rows.cu"), "--block", "1"]);
+    cmd.args(["--arg", "[1,2,3]", "--arg", "zeros:1", "--arg", "3", "--arg", "3", "--arg", "1"]);
+    let out = cmd.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("arg 1 = [1, 2, 3]") && text.contains("arg 2 = [14]"), "{text}");
+    assert!(text.contains("machine steps") && text.contains("tokens"), "{text}");
+}
+
+#[test]
+fn bad_launches_and_arguments_are_named() {
+    let four = |a: &str| vec!["[1,2]".to_string(), "zeros:2".into(), a.to_string(), "2".into()];
+    let cases: Vec<(&str, Vec<&str>, Vec<String>, &str)> = vec![
+        ("rotate_hash.cu", vec!["--block", "2"], four("x1"), "argument 3 (\"x1\")"),
+        ("rotate_hash.cu", vec!["--block", "2"], four("[1,2"), "must end with `]`"),
+        ("rotate_hash.cu", vec!["--block", "2"], four("4294967296"), "not a 32-bit word"),
+        ("rotate_hash.cu", vec!["--block", "2"], four("1")[..3].to_vec(), "takes 4 parameters"),
+        (
+            "rotate_hash.cu",
+            vec!["--block", "2"],
+            vec!["zeros:100".into(), "zeros:27".into(), "1".into(), "2".into()],
+            "global memory holds 126",
+        ),
+        ("rotate_hash.cu", vec!["--block", "64"], four("1"), "64 threads"),
+        ("rotate_hash.cu", vec!["--grid", "0", "--block", "4"], four("1"), "launch of 0"),
+    ];
+    for (file, launch, args, needle) in cases {
+        let out = run(file, &launch, &args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(needle), "{launch:?} {args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_kernel_over_the_rom_is_refused_by_line() {
+    let dir = std::env::temp_dir().join(format!("substrates-qwengpu-run-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let big = dir.join("big.cu");
+    let body = "#include \"qwengpu.h\"\n__global__ void big(unsigned *x)\n{\n#pragma unroll\n\
+                for (int k = 0; k < 40; k++)\n\tx[k] = (x[k] * (k + 3)) ^ (k * 7);\n}\n";
+    std::fs::write(&big, body).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_native-host"))
+        .args(["qwengpu", "run"])
+        .arg(&big)
+        .args(["--block", "1", "--arg", "zeros:40"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("PTX line") && err.contains("ROM's 32 blocks"), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}
