@@ -59,13 +59,18 @@ pub struct CompileArgs {
     ptx: Option<PathBuf>,
 }
 
+/// A `.ptx` file's text, or a CUDA file's PTX from clang-19.
+pub fn read_ptx(file: &Path) -> Result<String> {
+    if file.extension().is_some_and(|e| e == "ptx") {
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))
+    } else {
+        cuda_to_ptx(file, &kernels_dir())
+    }
+}
+
 pub fn compile(args: CompileArgs) -> Result<()> {
     let spec = MachineSpec::default();
-    let ptx = if args.file.extension().is_some_and(|e| e == "ptx") {
-        std::fs::read_to_string(&args.file).with_context(|| format!("reading {}", args.file.display()))?
-    } else {
-        cuda_to_ptx(&args.file, &kernels_dir())?
-    };
+    let ptx = read_ptx(&args.file)?;
     if let Some(p) = &args.ptx {
         std::fs::write(p, &ptx).with_context(|| format!("writing {}", p.display()))?;
     }

@@ -2,7 +2,7 @@
 //! the suite's, on the compiled layers, in lockstep with the interpreter after every step. The
 //! arrays come back through VAL tokens and are printed in parameter order.
 
-use super::{cuda_to_ptx, kernels_dir};
+use super::read_ptx;
 use anyhow::{Context, Result};
 use kernels_wasm::qwengpu::args::{layout, parse, Arg};
 use kernels_wasm::qwengpu::compiled::Compiled;
@@ -39,11 +39,7 @@ pub struct Args {
 
 pub fn run(a: Args) -> Result<()> {
     let spec = MachineSpec::default();
-    let ptx = if a.file.extension().is_some_and(|e| e == "ptx") {
-        std::fs::read_to_string(&a.file).with_context(|| format!("reading {}", a.file.display()))?
-    } else {
-        cuda_to_ptx(&a.file, &kernels_dir())?
-    };
+    let ptx = read_ptx(&a.file)?;
     let kernel = lower(&ptx, a.kernel.as_deref(), &spec).with_context(|| format!("lowering {}", a.file.display()))?;
     let args: Vec<Arg> = a.args.iter().enumerate().map(|(i, t)| parse(i + 1, t)).collect::<Result<_, _>>()?;
     let l = layout(&kernel.name, &kernel.params, &args, a.grid, a.block, &spec)?;
