@@ -35,7 +35,7 @@ pub(super) fn err<T>(line: usize, what: impl Into<String>) -> Result<T, PtxError
 }
 
 /// Virtual register ids; `SCRATCH` is the reserved physical register.
-pub(super) const SCRATCH: u8 = 255;
+const SCRATCH: u8 = 255;
 
 struct Block {
     label: Option<String>,

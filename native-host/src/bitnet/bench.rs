@@ -188,8 +188,9 @@ fn read_rate(parts: &[&[u8]], threads: usize) -> f64 {
     bytes as f64 / slowest.as_secs_f64().max(1e-9) / 1e9
 }
 
-/// Adds `words` into eight running sums, with the widest loads this CPU has: a read with 16-byte
-/// loads would understate what the cache levels deliver to the kernels, which load 64 bytes.
+/// Adds `words` into eight running sums, compiled for AVX2 where the CPU has it (32-byte loads):
+/// a read with the baseline's 16-byte loads understated what the cache levels deliver to the
+/// kernels, which load 32 and 64 bytes.
 fn sum_words(words: &[u64], acc: &mut [u64; 8]) {
     #[inline(always)]
     fn plain(words: &[u64], acc: &mut [u64; 8]) {
