@@ -97,6 +97,10 @@ pub fn layout(
             names: names.join(", "),
         });
     }
+    let words: usize = args.iter().map(|a| if let Arg::Array(v) = a { v.len() } else { 0 }).sum();
+    if words > spec.global_words {
+        return Err(ArgError::Memory { words, capacity: spec.global_words });
+    }
     let (mut memory, mut params, mut arrays) = (Vec::new(), Vec::new(), Vec::new());
     for a in args {
         match a {
@@ -107,13 +111,6 @@ pub fn layout(
             }
             Arg::Scalar(v) => params.push(*v),
         }
-        if memory.len() > spec.global_words {
-            break;
-        }
-    }
-    if memory.len() > spec.global_words {
-        let words = args.iter().map(|a| if let Arg::Array(v) = a { v.len() } else { 0 }).sum();
-        return Err(ArgError::Memory { words, capacity: spec.global_words });
     }
     Ok(Layout { memory, launch: Launch { grid, block, params }, arrays })
 }

@@ -59,16 +59,14 @@ fn constants(entry: &Entry) -> BTreeMap<String, u32> {
     let mut defs: BTreeMap<&str, (usize, Option<u32>)> = BTreeMap::new();
     for stmt in &entry.body {
         let Stmt::Inst(i) = stmt else { continue };
+        // A register first operand is a destination (stores and branches start with an address
+        // or a label).
         if let Some(Operand::Reg(d)) = i.args.first() {
-            let is_def = !matches!(i.op[0].as_str(), "st" | "bra" | "bar" | "barrier" | "ret" | "exit");
-            if is_def {
-                let value = match (i.op[0].as_str(), i.args.get(1), i.guard.is_none()) {
-                    ("mov", Some(Operand::Imm(v)), true) => Some(*v as u32),
-                    _ => None,
-                };
-                let e = defs.entry(d).or_insert((0, value));
-                e.0 += 1;
-            }
+            let value = match (i.op[0].as_str(), i.args.get(1), i.guard.is_none()) {
+                ("mov", Some(Operand::Imm(v)), true) => Some(*v as u32),
+                _ => None,
+            };
+            defs.entry(d).or_insert((0, value)).0 += 1;
         }
     }
     defs.into_iter().filter_map(|(r, (n, v))| Some((r.to_string(), v.filter(|_| n == 1)?))).collect()
@@ -155,9 +153,8 @@ fn translate(cx: &mut Ctx<'_>, i: &Instruction) -> Result<Vec<Inst>, PtxError> {
     }
     let mut out = translate_32(cx, i)?;
     let masked = result_type.is_some_and(|t| is16(t)) && !matches!(op[0].as_str(), "setp" | "st");
-    if let (true, Some(Inst::Alu { d, .. } | Inst::Mov { d, .. } | Inst::Ld { d, .. } | Inst::Sel { d, .. })) =
-        (masked, out.last())
-    {
+    // (16-bit loads and stores are refused in `translate_32`: memory is words.)
+    if let (true, Some(Inst::Alu { d, .. } | Inst::Mov { d, .. } | Inst::Sel { d, .. })) = (masked, out.last()) {
         let d = *d;
         out.push(Inst::Alu { op: Alu::And, d, a: Src::Reg(d), b: Src::Imm(0xffff) });
     }
