@@ -7,6 +7,8 @@
 #define __device__ __attribute__((device))
 #define __shared__ __attribute__((shared))
 #define __forceinline__ __attribute__((always_inline))
+/* A __constant__ table is read-only global memory here (the host lays it out after the arguments). */
+#define __constant__ __attribute__((constant))
 #define warpSize 4
 /* __syncthreads is a clang builtin already. */
 static __device__ __forceinline__ int atomicAdd(int *p, int v) { return __nvvm_atom_add_gen_i(p, v); }
@@ -31,3 +33,26 @@ static __device__ __forceinline__ unsigned __brev(unsigned x) { return __builtin
 static __device__ __forceinline__ int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
 static __device__ __forceinline__ unsigned __byte_perm(unsigned a, unsigned b, unsigned s) { return __nvvm_prmt(a, b, s); }
 static __device__ __forceinline__ unsigned __umulhi(unsigned a, unsigned b) { return __nvvm_mulhi_ui(a, b); }
+/* The rest of CUDA's integer intrinsics, written as C so clang emits the instructions it would. */
+static __device__ __forceinline__ int abs(int x) { return x < 0 ? -x : x; }
+static __device__ __forceinline__ unsigned umin(unsigned a, unsigned b) { return a < b ? a : b; }
+static __device__ __forceinline__ unsigned umax(unsigned a, unsigned b) { return a > b ? a : b; }
+/* The position of the least significant set bit, from 1; 0 for 0. */
+static __device__ __forceinline__ int __ffs(int x) { return __builtin_ffs(x); }
+/* |a − b| + c, the difference taken without overflow. */
+static __device__ __forceinline__ unsigned __sad(int a, int b, unsigned c) { return (a > b ? (unsigned)a - (unsigned)b : (unsigned)b - (unsigned)a) + c; }
+static __device__ __forceinline__ unsigned __usad(unsigned a, unsigned b, unsigned c) { return (a > b ? a - b : b - a) + c; }
+/* The product of the low 24 bits (sign-extended for __mul24). */
+static __device__ __forceinline__ int __mul24(int a, int b) { return ((a << 8) >> 8) * ((b << 8) >> 8); }
+static __device__ __forceinline__ unsigned __umul24(unsigned a, unsigned b) { return (a & 0xffffff) * (b & 0xffffff); }
+/* (a + b) >> 1 and (a + b + 1) >> 1 without the intermediate overflowing. */
+static __device__ __forceinline__ int __hadd(int a, int b) { return (a >> 1) + (b >> 1) + (a & b & 1); }
+static __device__ __forceinline__ int __rhadd(int a, int b) { return (a >> 1) + (b >> 1) + ((a | b) & 1); }
+static __device__ __forceinline__ unsigned __uhadd(unsigned a, unsigned b) { return (a >> 1) + (b >> 1) + (a & b & 1); }
+static __device__ __forceinline__ unsigned __urhadd(unsigned a, unsigned b) { return (a >> 1) + (b >> 1) + ((a | b) & 1); }
+/* Funnel shifts of the 64-bit hi:lo: the high word after a left shift, the low word after a
+ * right shift, by n & 31 (wrap) or by min(n, 32) (clamp, the _lc and _rc forms). */
+static __device__ __forceinline__ unsigned __funnelshift_l(unsigned lo, unsigned hi, unsigned n) { n &= 31; return n ? (hi << n) | (lo >> (32 - n)) : hi; }
+static __device__ __forceinline__ unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned n) { n &= 31; return n ? (lo >> n) | (hi << (32 - n)) : lo; }
+static __device__ __forceinline__ unsigned __funnelshift_lc(unsigned lo, unsigned hi, unsigned n) { return n >= 32 ? lo : __funnelshift_l(lo, hi, n); }
+static __device__ __forceinline__ unsigned __funnelshift_rc(unsigned lo, unsigned hi, unsigned n) { return n >= 32 ? hi : __funnelshift_r(lo, hi, n); }

@@ -1,6 +1,8 @@
 //! `native-host qwengpu run` on kernels outside the suite (`tests/kernels/`, ordinary integer
-//! CUDA that uses PTX's bit instructions, funnel shifts and 64-bit addressing), each array checked
-//! against plain Rust written here from the CUDA source; and its refusals of bad launches.
+//! CUDA that uses PTX's bit instructions, funnel shifts, 64-bit addressing, device functions,
+//! local arrays, module-scope tables and CUDA's integer intrinsics), each array checked against
+//! plain Rust written here from the CUDA source; and its refusals of bad launches and of what the
+//! machine cannot run.
 
 use std::process::{Command, Output};
 
@@ -111,6 +113,165 @@ fn strided_rows_address_through_64_bit_pointers() {
         .map(|r| (0..cols).fold(0u32, |s, c| s.wrapping_add(m[r * stride + c].wrapping_mul(c as u32 + 1))))
         .collect();
     assert_eq!(got, vec![m, sums]);
+}
+
+/// `arrays` of one kernel of a file with several.
+fn arrays_of(file: &str, kernel: &str, launch: &[&str], args: &[String]) -> Vec<Vec<u32>> {
+    let launch: Vec<&str> = ["--kernel", kernel].into_iter().chain(launch.iter().copied()).collect();
+    arrays(file, &launch, args)
+}
+
+#[test]
+fn device_functions_are_inlined_call_by_call() {
+    let n = 7u32;
+    let x = [0, 1, 9, 10, 255, 256, u32::MAX, 12345];
+    let got = arrays(
+        "device_calls.cu",
+        &["--grid", "2", "--block", "4"],
+        &[list(&x), "zeros:8".into(), "zeros:1".into(), n.to_string()],
+    );
+    let digits = |mut v: u32, base: u32| {
+        let mut d = 0;
+        loop {
+            v /= base;
+            d += 1;
+            if v == 0 {
+                return d;
+            }
+        }
+    };
+    let y: Vec<u32> = (0..8u32)
+        .map(|i| {
+            if i >= n {
+                return 0;
+            }
+            let v = x[i as usize];
+            let w = digits(v, i % 3 + 9) * 100 + (v & 7) as i32;
+            (if w & 1 == 1 { w } else { -w }) as u32
+        })
+        .collect();
+    assert_eq!(got, vec![x.to_vec(), y, vec![n]]);
+}
+
+#[test]
+fn local_arrays_live_in_each_threads_own_words() {
+    // 5 threads in blocks of 3: the padding lane of each block's warp has a local array too,
+    // and must not write the next block's.
+    let n = 5usize;
+    let input = [4, 3, 2, 1, 5, -1, 7, 0, 9, 9, 1, 1, 0, 0, 0, 0, -5, 8, -9, 2, 6, 5, 4, 7];
+    let words: Vec<u32> = input.iter().map(|&v: &i32| v as u32).collect();
+    let got =
+        arrays("local_sort.cu", &["--grid", "2", "--block", "3"], &[list(&words), "zeros:24".into(), n.to_string()]);
+    let mut want = vec![0u32; 24];
+    for (t, chunk) in input.chunks(4).take(n).enumerate() {
+        let mut sorted = chunk.to_vec();
+        sorted.sort();
+        for (k, v) in sorted.into_iter().enumerate() {
+            want[4 * t + k] = v as u32;
+        }
+    }
+    assert_eq!(got, vec![words, want]);
+}
+
+#[test]
+fn constant_and_device_tables_are_laid_out_before_the_arguments() {
+    let x: Vec<u32> = [1, 2, 3, 4, 5, 6, 7, -8, 13, -1].iter().map(|&v: &i32| v as u32).collect();
+    let got = arrays("tables.cu", &["--grid", "3", "--block", "4"], &[list(&x), "zeros:10".into(), "10".into()]);
+    let (lut, primes) = ([3, 1, 4, 1, 5, 9, 2, 6], [2, 3, 5, 7, 11, 13]);
+    let y = x.iter().map(|&v| (lut[(v & 7) as usize] * 10 + primes[(v % 6) as usize] - 7) as u32).collect();
+    assert_eq!(got, vec![x, y]);
+}
+
+#[test]
+fn cudas_integer_intrinsics_match_their_definitions() {
+    let (a, b) = (words(8, 0x5eed), words(8, 0xfeed).into_iter().rev().collect::<Vec<_>>());
+    let launch = ["--grid", "2", "--block", "4"];
+    let args = |out: usize| vec![list(&a), list(&b), format!("zeros:{out}"), "8".into()];
+    let got = arrays_of("intrinsics.cu", "abs_ffs_sad", &launch, &args(32));
+    let mut want = Vec::new();
+    for (&x, &y) in a.iter().zip(&b) {
+        let (sx, sy) = (x as i32, y as i32);
+        want.extend([
+            sx.wrapping_abs() as u32,
+            if x == 0 { 0 } else { x.trailing_zeros() + 1 },
+            (i64::from(sx) - i64::from(sy)).unsigned_abs() as u32 + 5,
+            x.abs_diff(y) + 1,
+        ]);
+    }
+    assert_eq!(got[2], want, "abs, __ffs, __sad, __usad");
+
+    // The 64-bit hi:lo shifted left (high word kept) or right (low word kept).
+    let wide = |lo: u32, hi: u32| (u64::from(hi) << 32) | u64::from(lo);
+    let left = |lo, hi, s: u32| ((wide(lo, hi) << s) >> 32) as u32;
+    let right = |lo, hi, s: u32| (wide(lo, hi) >> s) as u32;
+    let got = arrays_of("intrinsics.cu", "funnel", &launch, &args(8));
+    let want: Vec<u32> = (0..8u32)
+        .map(|i| {
+            let (x, y) = (a[i as usize], b[i as usize]);
+            left(x, y, (i * 5) & 31)
+                ^ right(x, y, (i * 7) & 31)
+                ^ left(x, y, (i * 9).min(32))
+                ^ right(y, x, (i * 9).min(32))
+        })
+        .collect();
+    assert_eq!(got[2], want, "__funnelshift_l/r/lc/rc");
+
+    let got = arrays_of("intrinsics.cu", "halves", &launch, &args(8));
+    let low24 = |v: u32| i64::from(((v << 8) as i32) >> 8);
+    let want: Vec<u32> = a
+        .iter()
+        .zip(&b)
+        .map(|(&x, &y)| {
+            let (sx, sy, ux, uy) = (i64::from(x as i32), i64::from(y as i32), u64::from(x), u64::from(y));
+            let terms = [
+                (low24(x) * low24(y)) as u32,
+                (x & 0xff_ffff).wrapping_mul(y & 0xff_ffff),
+                ((sx + sy) >> 1) as u32,
+                ((ux + uy + 1) >> 1) as u32 * 3,
+                x.min(y).wrapping_mul(5),
+                x.max(y),
+                (((sx + sy + 1) >> 1) as u32).wrapping_mul(7),
+                (((ux + uy) >> 1) as u32).wrapping_mul(11),
+            ];
+            terms.into_iter().fold(0u32, u32::wrapping_add)
+        })
+        .collect();
+    assert_eq!(got[2], want, "__mul24, __umul24, __hadd, __rhadd, __uhadd, __urhadd, umin, umax");
+}
+
+#[test]
+fn recursion_and_function_pointers_are_refused_by_line() {
+    let dir = std::env::temp_dir().join(format!("substrates-qwengpu-calls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cases = [
+        (
+            "fib.cu",
+            "__device__ __noinline__ int fib(int n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }\n\
+             __global__ void k(const int *x, int *y) { y[threadIdx.x] = fib(x[threadIdx.x]); }\n",
+            "recursion cannot be inlined",
+        ),
+        (
+            "pointer.cu",
+            "__device__ __noinline__ int inc(int v) { return v + 1; }\n\
+             __device__ __noinline__ int dec(int v) { return v - 1; }\n\
+             __global__ void k(const int *x, int *y) {\n\
+             int (*f)(int) = x[threadIdx.x] & 1 ? inc : dec; y[threadIdx.x] = f(x[threadIdx.x]); }\n",
+            "function pointer",
+        ),
+    ];
+    for (name, body, needle) in cases {
+        let file = dir.join(name);
+        std::fs::write(&file, format!("#include \"qwengpu.h\"\n{body}")).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_native-host"))
+            .args(["qwengpu", "run"])
+            .arg(&file)
+            .args(["--block", "4", "--arg", "[1,2,3,4]", "--arg", "zeros:4"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains("PTX line") && err.contains(needle), "{name}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]

@@ -5,6 +5,7 @@
 
 use super::interp::Launch;
 use super::isa::MachineSpec;
+use super::lower::Kernel;
 use alloc::string::{String, ToString};
 use alloc::vec;
 use alloc::vec::Vec;
@@ -22,8 +23,11 @@ pub enum ArgError {
     Malformed { index: usize, text: String, why: String },
     #[error("the kernel {kernel} takes {want} parameters ({names}); {got} --arg given")]
     Count { kernel: String, want: usize, got: usize, names: String },
-    #[error("the arrays take {words} words; the machine's global memory holds {capacity}")]
-    Memory { words: usize, capacity: usize },
+    #[error(
+        "the arrays take {words} words (of them the kernel's own variables {data} and its threads' local arrays \
+         {local}); the machine's global memory holds {capacity}"
+    )]
+    Memory { words: usize, data: usize, local: usize, capacity: usize },
 }
 
 /// A word as written: `0 … 4294967295`, or `-2147483648 … -1` (stored as its two's complement).
@@ -80,28 +84,35 @@ impl Layout {
     }
 }
 
-/// Lays `args` out for a kernel with parameters `names`, launched `grid × block`.
+/// Lays `args` out for `kernel` launched `grid × block`: the kernel's own module-scope data
+/// ([`Kernel::data`]) first, then the arrays in parameter order, then (for a kernel with a local
+/// array) every thread's local array, whose address becomes one more parameter.
 pub fn layout(
-    kernel: &str,
-    names: &[String],
+    kernel: &Kernel,
     args: &[Arg],
     grid: usize,
     block: usize,
     spec: &MachineSpec,
 ) -> Result<Layout, ArgError> {
+    let names = &kernel.params;
     if args.len() != names.len() {
         return Err(ArgError::Count {
-            kernel: kernel.to_string(),
+            kernel: kernel.name.clone(),
             want: names.len(),
             got: args.len(),
             names: names.join(", "),
         });
     }
-    let words: usize = args.iter().map(|a| if let Arg::Array(v) = a { v.len() } else { 0 }).sum();
+    let data = &kernel.data;
+    // Every lane of a launch's warps, padding included, owns a local array.
+    let lanes = grid.saturating_mul(block.next_multiple_of(spec.lanes.max(1)));
+    let local = lanes.saturating_mul(kernel.local_bytes / 4);
+    let arrays: usize = args.iter().map(|a| if let Arg::Array(v) = a { v.len() } else { 0 }).sum();
+    let words = data.len().saturating_add(arrays).saturating_add(local);
     if words > spec.global_words {
-        return Err(ArgError::Memory { words, capacity: spec.global_words });
+        return Err(ArgError::Memory { words, data: data.len(), local, capacity: spec.global_words });
     }
-    let (mut memory, mut params, mut arrays) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut memory, mut params, mut arrays) = (data.to_vec(), Vec::new(), Vec::new());
     for a in args {
         match a {
             Arg::Array(values) => {
@@ -111,6 +122,10 @@ pub fn layout(
             }
             Arg::Scalar(v) => params.push(*v),
         }
+    }
+    if kernel.local_bytes > 0 {
+        params.push(4 * memory.len() as u32);
+        memory.resize(memory.len() + local, 0);
     }
     Ok(Layout { memory, launch: Launch { grid, block, params }, arrays })
 }
@@ -141,17 +156,26 @@ mod tests {
     fn arrays_are_placed_in_order_and_memory_is_bounded() {
         let spec = MachineSpec::default();
         let names: Vec<String> = ["a", "n", "b"].iter().map(|s| s.to_string()).collect();
+        let k = Kernel {
+            name: "k".into(),
+            program: Default::default(),
+            params: names,
+            rom_lines: vec![],
+            shared_bytes: 0,
+            data: vec![],
+            local_bytes: 0,
+        };
         let args = [Arg::Array(vec![7, 8]), Arg::Scalar(2), Arg::Array(vec![0; 3])];
-        let l = layout("k", &names, &args, 1, 4, &spec).unwrap();
+        let l = layout(&k, &args, 1, 4, &spec).unwrap();
         assert_eq!(l.memory, vec![7, 8, 0, 0, 0]);
         assert_eq!(l.launch.params, vec![0, 2, 8]);
         assert_eq!(l.read_arrays(&l.memory), vec![vec![7, 8], vec![0, 0, 0]]);
-        let e = layout("k", &names, &args[..2], 1, 4, &spec).unwrap_err();
+        let e = layout(&k, &args[..2], 1, 4, &spec).unwrap_err();
         assert!(matches!(e, ArgError::Count { want: 3, got: 2, .. }), "{e}");
         let big = [Arg::Array(vec![0; 100]), Arg::Scalar(0), Arg::Array(vec![0; 27])];
         assert_eq!(
-            layout("k", &names, &big, 1, 4, &spec),
-            Err(ArgError::Memory { words: 127, capacity: spec.global_words })
+            layout(&k, &big, 1, 4, &spec),
+            Err(ArgError::Memory { words: 127, data: 0, local: 0, capacity: spec.global_words })
         );
     }
 }

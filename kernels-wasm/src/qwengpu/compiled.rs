@@ -36,8 +36,7 @@ use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
 
-/// Kernel parameters a launch may pass (each is a read-only register row per thread).
-pub const MAX_PARAMS: usize = 8;
+pub use super::isa::MAX_PARAMS;
 pub const SPECIALS: [Special; 5] = [Special::Tid, Special::Ntid, Special::Ctaid, Special::Nctaid, Special::LaneId];
 pub const ALUS: [Alu; 19] = [
     Alu::Add,

@@ -204,6 +204,9 @@ impl Inst {
     }
 }
 
+/// Kernel parameters a launch may pass (each is a read-only register row per thread).
+pub const MAX_PARAMS: usize = 8;
+
 /// A program: its ROM blocks.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Program {

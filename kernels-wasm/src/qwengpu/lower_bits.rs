@@ -13,8 +13,8 @@
 //! addresses (whose high word is 0) are kept in 64-bit registers.
 
 use super::isa::{Alu, Cmp, Inst, Src};
-use super::lower::{err, Ctx};
 use super::ptx::{Instruction, PtxError};
+use super::select::{err, Ctx};
 use alloc::vec::Vec;
 
 /// The instructions of one sequence, with its temporaries.

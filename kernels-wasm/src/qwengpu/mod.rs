@@ -1,7 +1,8 @@
 //! qwenGPU: a 4-lane SIMT machine (FACTS §2). `isa` defines what a lane can do, `interp` is the
-//! reference interpreter every other executor of the machine is checked against; `ptx` and
-//! `lower` take clang's PTX to the machine's ROM blocks; `args` lays out a launch's arguments as
-//! people write them; `suite` is the kernel suite.
+//! reference interpreter every other executor of the machine is checked against; `ptx` (with
+//! `inline` for device functions), `select` and `lower` take clang's PTX to the machine's ROM
+//! blocks; `args` lays out a launch's arguments (and the kernel's own variables) as people write
+//! them; `suite` is the kernel suite.
 //!
 //! The compiled machine: `deltanet` is Qwen3.5's Gated DeltaNet in f32, `memory` and `alu` argue
 //! why chosen weights make its state rows and its MLPs exact; `net` is the residual stream of
@@ -28,6 +29,7 @@ pub mod control_rows;
 pub mod deltanet;
 #[cfg(feature = "std")]
 pub mod head;
+mod inline;
 pub mod interp;
 pub mod isa;
 pub mod lower;
@@ -43,6 +45,7 @@ pub mod ptx;
 pub mod rom;
 #[cfg(feature = "std")]
 pub mod run;
+mod select;
 pub mod suite;
 #[cfg(feature = "std")]
 pub mod units;

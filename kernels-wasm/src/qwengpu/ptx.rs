@@ -55,6 +55,11 @@ pub struct Entry {
     pub params: Vec<String>,
     /// Shared variables: name and size in bytes.
     pub shared: Vec<(String, usize)>,
+    /// Module-scope `.global` and `.const` variables the kernel names (`__device__` and
+    /// `__constant__` arrays): name and initial words, zero where no initialiser is written.
+    pub globals: Vec<(String, Vec<u32>)>,
+    /// The local depot (`int a[4]` indexed at run time): its symbol, and its bytes per thread.
+    pub local: Option<(String, usize)>,
     pub body: Vec<Stmt>,
 }
 
@@ -121,7 +126,8 @@ fn split_args(s: &str) -> Vec<&str> {
     out
 }
 
-/// Parses the module's one `.entry` (a file with several must name the one to take).
+/// Parses the module's one `.entry` (a file with several must name the one to take). Device
+/// functions (`.func`) it calls are inlined ([`super::inline`]); the others are ignored.
 pub fn parse(text: &str, entry: Option<&str>) -> Result<Entry, PtxError> {
     let lines: Vec<(usize, &str)> = text
         .lines()
@@ -129,98 +135,283 @@ pub fn parse(text: &str, entry: Option<&str>) -> Result<Entry, PtxError> {
         .map(|(i, l)| (i + 1, l.split("//").next().unwrap_or("").trim()))
         .filter(|(_, l)| !l.is_empty())
         .collect();
-    let mut entries = Vec::new();
+    let (mut entries, mut funcs, mut module_shared, mut module_data) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut i = 0;
     while i < lines.len() {
         let (line, l) = lines[i];
-        if l.starts_with(".func") || l.contains(" .func ") {
-            return err(line, "device functions (.func) are not supported: mark them __forceinline__");
-        }
-        if let Some(pos) = l.find(".entry ") {
+        if l.starts_with(".shared") {
+            // A `__shared__` variable the compiler did not move into one kernel.
+            module_shared.push(shared_decl(l, line)?);
+        } else if let Some(decl) = ["global", "const"].iter().find_map(|s| data_decl(l, s)) {
+            module_data.push(decl.map_err(|what| PtxError { line, what })?);
+        } else if let Some(pos) = l.find(".entry ") {
             let name = l[pos + 7..].trim().trim_end_matches('(').trim().to_string();
-            let mut params = Vec::new();
-            i += 1;
-            while i < lines.len() && !lines[i].1.starts_with(')') {
-                let p = lines[i].1.trim_end_matches(',');
-                match p.split_whitespace().last() {
-                    Some(n) if p.starts_with(".param") => params.push(n.to_string()),
-                    _ => return err(lines[i].0, alloc::format!("parameter {p:?}")),
-                }
-                i += 1;
+            let (params, declaration) = header(&lines, &mut i)?;
+            if declaration {
+                return err(line, alloc::format!("kernel {name} is declared but not defined"));
             }
-            while i < lines.len() && lines[i].1 != "{" {
-                i += 1;
-            }
-            i += 1;
-            let (mut shared, mut body) = (Vec::new(), Vec::new());
-            while i < lines.len() && lines[i].1 != "}" {
-                let (line, l) = lines[i];
-                i += 1;
-                if l.starts_with(".reg") || l.starts_with(".loc") || l.starts_with(".pragma") {
-                    continue;
+            let Body { shared, local, items } = body(&lines, &mut i)?;
+            let entry = Entry { name, line, params, shared, globals: Vec::new(), local, body: Vec::new() };
+            entries.push((entry, items));
+        } else if l.starts_with(".func") || l.contains(" .func ") {
+            // `.visible .func  (.param .b32 func_retval0) _Z3sqi(`: the return parameter, if
+            // any, in parentheses before the name.
+            let after = &l[l.find(".func").map_or(0, |p| p + 5)..];
+            let (ret, rest) = match after.trim().strip_prefix('(') {
+                Some(r) => {
+                    let (decl, rest) = r.split_once(')').unwrap_or((r, ""));
+                    (Some(super::inline::param_name(decl, line)?), rest)
                 }
-                if l.starts_with(".shared") {
-                    // .shared .align 4 .b8 name[128];
-                    let decl = l.trim_end_matches(';');
-                    let last = decl.split_whitespace().last().unwrap_or("");
-                    let (name, bytes) = match last.split_once('[') {
-                        Some((n, rest)) => (n, rest.trim_end_matches(']').parse::<usize>().ok()),
-                        None => (last, Some(4)),
-                    };
-                    let elem = if decl.contains(".b8") || decl.contains(".u8") { 1 } else { 4 };
-                    // Any length may be written; one past the address space is refused here.
-                    match bytes.and_then(|b| b.checked_mul(elem)) {
-                        Some(b) => shared.push((name.to_string(), b)),
-                        None => return err(line, alloc::format!("shared variable {decl:?}")),
-                    }
-                    continue;
+                None => (None, after),
+            };
+            let name = rest.trim().split('(').next().unwrap_or("").trim().to_string();
+            let (params, declaration) = header(&lines, &mut i)?;
+            if !declaration {
+                let Body { shared, local, items } = body(&lines, &mut i)?;
+                if !shared.is_empty() {
+                    return err(line, alloc::format!("shared variables declared inside device function {name}"));
                 }
-                if l.starts_with('.') {
-                    return err(line, alloc::format!("directive {l:?} is not supported (local memory, globals, …)"));
-                }
-                if l.starts_with('{') && l.contains("mov.b64") {
-                    // `{ .reg .b32 tmp; mov.b64 {lo, hi}, %rd; }`: clang splitting a 64-bit value
-                    // into words, i.e. 64-bit data (`(unsigned long long)a * b >> 32`).
+                if local.is_some() {
                     return err(
                         line,
-                        "a 64-bit value split into its words: 64-bit data is outside the machine (its words are \
-                         32 bits; use __umulhi for the high word of a product)",
+                        alloc::format!(
+                            "device function {name} keeps a local array (.local); mark it __forceinline__ so \
+                             the array becomes the kernel's"
+                        ),
                     );
                 }
-                if let Some(label) = l.strip_suffix(':') {
-                    body.push(Stmt::Label(label.to_string(), line));
-                    continue;
-                }
-                let stmt = l.trim_end_matches(';').trim();
-                let (guard, rest) = match stmt.strip_prefix('@') {
-                    Some(g) => {
-                        let (p, rest) = g.split_once(char::is_whitespace).unwrap_or((g, ""));
-                        let (neg, p) = match p.strip_prefix('!') {
-                            Some(p) => (true, p),
-                            None => (false, p),
-                        };
-                        (Some((p.to_string(), neg)), rest.trim())
-                    }
-                    None => (None, stmt),
-                };
-                let (opcode, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
-                let op: Vec<String> = opcode.split('.').map(String::from).collect();
-                let args = split_args(args).into_iter().map(|a| operand(a, line)).collect::<Result<_, _>>()?;
-                body.push(Stmt::Inst(Instruction { line, guard, op, args, text: stmt.to_string() }));
+                funcs.push(super::inline::Func { name, line, params, ret, body: items });
             }
-            entries.push(Entry { name, line, params, shared, body });
         }
         i += 1;
     }
-    match entry {
-        Some(name) => entries
-            .into_iter()
-            .find(|e| e.name == name || e.name.contains(name))
-            .ok_or(PtxError { line: 0, what: alloc::format!("no entry named {name:?}") }),
-        None if entries.len() == 1 => Ok(entries.remove(0)),
+    let mut chosen = match entry {
+        Some(name) => {
+            let at = entries.iter().position(|(e, _)| e.name == name || e.name.contains(name));
+            entries.swap_remove(at.ok_or(PtxError { line: 0, what: alloc::format!("no entry named {name:?}") })?)
+        }
+        None if entries.len() == 1 => entries.remove(0),
         None => {
-            let names: Vec<String> = entries.iter().map(|e| e.name.clone()).collect();
-            err(0, alloc::format!("{} entries ({names:?}): name the kernel to take", names.len()))
+            let names: Vec<String> = entries.iter().map(|(e, _)| e.name.clone()).collect();
+            return err(0, alloc::format!("{} entries ({names:?}): name the kernel to take", names.len()));
+        }
+    };
+    chosen.0.body = super::inline::expand(chosen.1, &funcs)?;
+    // The module-level variables this kernel names.
+    let named =
+        |name: &str| chosen.0.body.iter().any(|s| matches!(s, Stmt::Inst(i) if i.args.iter().any(|a| names(a, name))));
+    let shared: Vec<_> = module_shared.into_iter().filter(|(n, _)| named(n)).collect();
+    let globals: Vec<_> = module_data.into_iter().filter(|(n, _)| named(n)).collect();
+    chosen.0.shared.extend(shared);
+    chosen.0.globals = globals;
+    Ok(chosen.0)
+}
+
+/// Whether `o` is the symbol `name` or an address based on it.
+fn names(o: &Operand, name: &str) -> bool {
+    match o {
+        Operand::Symbol(s) => s == name,
+        Operand::Addr(base, _) => names(base, name),
+        _ => false,
+    }
+}
+
+/// The parameter list after a `.entry` or `.func` line at `lines[*i]`, up to its `)`; leaves `*i`
+/// on the `)` line. `true` when that is a declaration without a body (`);` or a `;` after it).
+fn header(lines: &[(usize, &str)], i: &mut usize) -> Result<(Vec<String>, bool), PtxError> {
+    let mut params = Vec::new();
+    let first = lines[*i].1;
+    // `.func _Z3foov()` with no parameters closes on its own line.
+    if !first.trim_end_matches(';').trim_end().ends_with("()") {
+        *i += 1;
+        while *i < lines.len() && !lines[*i].1.starts_with(')') {
+            let p = lines[*i].1.trim_end_matches(',');
+            match p.split_whitespace().last() {
+                Some(n) if p.starts_with(".param") => params.push(n.to_string()),
+                _ => return err(lines[*i].0, alloc::format!("parameter {p:?}")),
+            }
+            *i += 1;
+        }
+    }
+    let closing = lines.get(*i).map_or("", |l| l.1);
+    let declaration = closing.ends_with(';') || lines.get(*i + 1).is_some_and(|l| l.1 == ";");
+    Ok((params, declaration))
+}
+
+/// A module-scope variable in state space `space` (`.visible .const .align 4 .b8 lut[32] = {3,
+/// 0, 0, 0, 1};`, `.global .align 4 .u32 n = 5;`): its name and its words, little-endian like
+/// the hardware's, the bytes after the last initialiser zero. `None` if `l` declares none.
+fn data_decl(l: &str, space: &str) -> Option<Result<(String, Vec<u32>), String>> {
+    let words: Vec<&str> = l.split_whitespace().collect();
+    words.iter().position(|w| w.strip_prefix('.') == Some(space))?;
+    let decl = l.trim_end_matches(';');
+    let (head, init) = decl.split_once('=').map_or((decl, None), |(h, i)| (h.trim(), Some(i.trim())));
+    let last = head.split_whitespace().last().unwrap_or("");
+    let (name, count) = match last.split_once('[') {
+        Some((n, rest)) => (n, rest.trim_end_matches(']').parse::<usize>().ok()),
+        None => (last, Some(1)),
+    };
+    let width = match head
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix(".b").or(w.strip_prefix(".u")).or(w.strip_prefix(".s")))
+    {
+        Some("8") => 1,
+        Some("16") => 2,
+        Some("32") => 4,
+        Some("64") => 8,
+        _ => return Some(Err(alloc::format!("the type of global variable {name:?}"))),
+    };
+    // Bounded by the machine's memory when it is laid out; a size past 64 KiB is refused here.
+    let Some(bytes) = count.and_then(|c| c.checked_mul(width)).filter(|&b| b <= 1 << 16) else {
+        return Some(Err(alloc::format!("global variable {name:?}: its size")));
+    };
+    let mut data = alloc::vec![0u8; bytes.next_multiple_of(4)];
+    let values = init.map(|i| i.trim_start_matches('{').trim_end_matches('}')).unwrap_or("");
+    for (k, v) in values.split(',').map(str::trim).filter(|v| !v.is_empty()).enumerate() {
+        let Some(v) = parse_int(v) else {
+            return Some(Err(alloc::format!("global variable {name:?}: initialiser {v:?} (only integers)")));
+        };
+        let Some(at) = data.get_mut(k * width..(k + 1) * width).filter(|_| k * width < bytes) else {
+            return Some(Err(alloc::format!("global variable {name:?}: more initialisers than elements")));
+        };
+        at.copy_from_slice(&v.to_le_bytes()[..width]);
+    }
+    let words = data.chunks_exact(4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])).collect();
+    Some(Ok((name.to_string(), words)))
+}
+
+/// `.shared .align 4 .b8 name[128];` → (name, bytes).
+fn shared_decl(l: &str, line: usize) -> Result<(String, usize), PtxError> {
+    let decl = l.trim_end_matches(';');
+    let last = decl.split_whitespace().last().unwrap_or("");
+    let (name, count) = match last.split_once('[') {
+        Some((n, rest)) => (n, rest.trim_end_matches(']').parse::<usize>().ok()),
+        None => (last, Some(1)),
+    };
+    let elem = if decl.contains(".b8") || decl.contains(".u8") || decl.contains(".s8") { 1 } else { 4 };
+    // Any length may be written; one past the address space is refused here.
+    match count.and_then(|c| c.checked_mul(elem)) {
+        Some(b) => Ok((name.to_string(), b)),
+        None => err(line, alloc::format!("shared variable {decl:?}")),
+    }
+}
+
+/// One statement of a body, or a call of a device function (a `{ … call … }` sequence).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Item {
+    Stmt(Stmt),
+    Call(super::inline::Call),
+}
+
+/// The body from the `{` after `lines[*i]` to its `}`: its variables and statements. Leaves
+/// `*i` on the closing `}`.
+fn body(lines: &[(usize, &str)], i: &mut usize) -> Result<Body, PtxError> {
+    while *i < lines.len() && lines[*i].1 != "{" {
+        *i += 1;
+    }
+    *i += 1;
+    let (mut shared, mut items, mut local) = (Vec::new(), Vec::new(), None);
+    while *i < lines.len() && lines[*i].1 != "}" {
+        let (line, l) = lines[*i];
+        *i += 1;
+        let directive = l.split_whitespace().next().unwrap_or("");
+        if matches!(directive, ".reg" | ".loc" | ".pragma") {
+            continue;
+        }
+        if directive == ".shared" {
+            shared.push(shared_decl(l, line)?);
+            continue;
+        }
+        if directive == ".local" {
+            // `__local_depot0`: the thread's local array (one per function).
+            if local.replace(shared_decl(l, line)?).is_some() {
+                return err(line, "a second local depot in one function");
+            }
+            continue;
+        }
+        if l.starts_with('.') {
+            return err(line, alloc::format!("directive {l:?} is not supported (globals, …)"));
+        }
+        if l == "{" {
+            // `{ // callseq N` … `}`: one call of a device function.
+            items.push(Item::Call(super::inline::call_sequence(lines, i)?));
+            continue;
+        }
+        if l.starts_with('{') && l.contains("mov.b64") {
+            // `{ .reg .b32 tmp; mov.b64 {lo, hi}, %rd; }`: clang splitting a 64-bit value
+            // into words, i.e. 64-bit data (`(unsigned long long)a * b >> 32`).
+            return err(
+                line,
+                "a 64-bit value split into its words: 64-bit data is outside the machine (its words are \
+                 32 bits; use __umulhi for the high word of a product)",
+            );
+        }
+        if let Some(label) = l.strip_suffix(':') {
+            items.push(Item::Stmt(Stmt::Label(label.to_string(), line)));
+            continue;
+        }
+        items.push(Item::Stmt(Stmt::Inst(instruction(l, line)?)));
+    }
+    Ok(Body { shared, local, items })
+}
+
+/// A function's body as [`body`] reads it.
+struct Body {
+    shared: Vec<(String, usize)>,
+    /// The local depot: its name and bytes per thread.
+    local: Option<(String, usize)>,
+    items: Vec<Item>,
+}
+
+/// One instruction line: guard, opcode, operands.
+pub(super) fn instruction(l: &str, line: usize) -> Result<Instruction, PtxError> {
+    let stmt = l.trim_end_matches(';').trim();
+    let (guard, rest) = match stmt.strip_prefix('@') {
+        Some(g) => {
+            let (p, rest) = g.split_once(char::is_whitespace).unwrap_or((g, ""));
+            let (neg, p) = match p.strip_prefix('!') {
+                Some(p) => (true, p),
+                None => (false, p),
+            };
+            (Some((p.to_string(), neg)), rest.trim())
+        }
+        None => (None, stmt),
+    };
+    let (opcode, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    let op: Vec<String> = opcode.split('.').map(String::from).collect();
+    let args = split_args(args).into_iter().map(|a| operand(a, line)).collect::<Result<_, _>>()?;
+    Ok(Instruction { line, guard, op, args, text: stmt.to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    #[test]
+    fn module_data_is_read_little_endian_with_the_rest_zero() {
+        let word = |l: &str| data_decl(l, if l.contains(".const") { "const" } else { "global" });
+        assert_eq!(
+            word(".visible .const .align 4 .b8 lut[10] = {1, 2, 3, 4, 5};"),
+            Some(Ok(("lut".into(), vec![0x0403_0201, 5, 0])))
+        );
+        assert_eq!(word(".global .align 4 .u32 bias = -7;"), Some(Ok(("bias".into(), vec![(-7i32) as u32]))));
+        assert_eq!(word(".global .align 8 .u64 big[2] = {4294967297, 3};"), Some(Ok(("big".into(), vec![1, 1, 3, 0]))));
+        assert_eq!(
+            word(".global .align 2 .b16 h[3] = {0x1234, 0xffff};"),
+            Some(Ok(("h".into(), vec![0xffff_1234, 0])))
+        );
+        assert_eq!(word(".visible .global .align 4 .b8 counts[16];"), Some(Ok(("counts".into(), vec![0; 4]))));
+        assert_eq!(word(".visible .entry _Z1kv()"), None);
+        for bad in [
+            ".global .align 4 .u32 p = generic(q);",
+            ".global .align 4 .b8 x[2] = {1, 2, 3};",
+            ".global .align 4 .f32 f = 0f3F800000;",
+            ".global .align 4 .b8 huge[99999999];",
+        ] {
+            assert!(matches!(word(bad), Some(Err(_))), "{bad}");
         }
     }
 }

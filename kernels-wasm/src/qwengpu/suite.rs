@@ -483,6 +483,14 @@ impl SuiteKernel {
     /// launch and inputs.
     pub fn machine(&self, ptx: &str, spec: &MachineSpec) -> Result<(Kernel, Prepared, Machine), String> {
         let kernel = compile(ptx, None, spec).map_err(|e| alloc::format!("{}: {e}", self.name))?;
+        if !kernel.data.is_empty() {
+            // The suite's launches lay out their own arrays from address 0.
+            return Err(alloc::format!(
+                "{}: the PTX declares global variables (__device__ or __constant__ data); the suite's launch \
+                 has no room for them (`native-host qwengpu run` lays them out)",
+                self.name
+            ));
+        }
         let p = self.prepare();
         let m = Machine::new(*spec, kernel.program.clone(), &p.memory, p.launch.clone())
             .map_err(|e: MachineError| e.to_string())?;
@@ -568,7 +576,7 @@ mod limits {
             (swap("add.s32", "sad.u32"), "not supported"),
             (swap("st.global.u32", "st.global.u16"), "half-words"),
             (swap("add.s32 \t%r", "{ .reg .b32 tmp; mov.b64 {tmp, %r9}, %rd1; }\n\tadd.s32 \t%r"), "64-bit data"),
-            (swap("ld.global.u32", "ld.local.u32"), "local state space"),
+            (swap("ld.global.u32", "ld.local.u32"), "without a local array"),
             (swap("mov.u32 \t%r4, %tid.x", "mov.u32 \t%r4, %tid.y"), "one-dimensional"),
         ];
         for (text, needle) in cases {

@@ -42,7 +42,7 @@ pub fn run(a: Args) -> Result<()> {
     let ptx = read_ptx(&a.file)?;
     let kernel = lower(&ptx, a.kernel.as_deref(), &spec).with_context(|| format!("lowering {}", a.file.display()))?;
     let args: Vec<Arg> = a.args.iter().enumerate().map(|(i, t)| parse(i + 1, t)).collect::<Result<_, _>>()?;
-    let l = layout(&kernel.name, &kernel.params, &args, a.grid, a.block, &spec)?;
+    let l = layout(&kernel, &args, a.grid, a.block, &spec)?;
     // The launch is checked here, before the layers are built (seconds), not after.
     Machine::new(spec, kernel.program.clone(), &l.memory, l.launch.clone())?;
     if !a.json {
