@@ -16,6 +16,8 @@ static __device__ __forceinline__ unsigned atomicAdd(unsigned *p, unsigned v)
 {
 	return (unsigned)__nvvm_atom_add_gen_i((int *)p, (int)v);
 }
+static __device__ __forceinline__ int atomicSub(int *p, int v) { return atomicAdd(p, -v); }
+static __device__ __forceinline__ unsigned atomicSub(unsigned *p, unsigned v) { return atomicAdd(p, 0u - v); }
 /* The mask is accepted for source compatibility; the machine's shuffles read the whole warp. */
 static __device__ __forceinline__ int __shfl_sync(unsigned mask, int v, int lane) { return __nvvm_shfl_idx_i32(v, lane, 0x1f); }
 static __device__ __forceinline__ int __shfl_down_sync(unsigned mask, int v, unsigned d) { return __nvvm_shfl_down_i32(v, d, 0x1f); }

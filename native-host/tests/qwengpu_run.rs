@@ -237,6 +237,11 @@ fn cudas_integer_intrinsics_match_their_definitions() {
         })
         .collect();
     assert_eq!(got[2], want, "__mul24, __umul24, __hadd, __rhadd, __uhadd, __urhadd, umin, umax");
+
+    let n = 7u32;
+    let got = arrays_of("intrinsics.cu", "launch_dims", &launch, &["zeros:8".into(), "[1000]".into(), n.to_string()]);
+    let out: Vec<u32> = (0..8).map(|i| if i < n { i * 10000 + 101 } else { 0 }).collect();
+    assert_eq!(got, vec![out, vec![1000 - (0..n).sum::<u32>()]], "y and z of a 1-D launch, atomicSub");
 }
 
 #[test]

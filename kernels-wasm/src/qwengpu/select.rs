@@ -204,7 +204,7 @@ fn special(name: &str, line: usize) -> Result<Special, PtxError> {
         "ctaid.x" => Special::Ctaid,
         "nctaid.x" => Special::Nctaid,
         "laneid" => Special::LaneId,
-        other => return err(line, alloc::format!("%{other}: the machine is one-dimensional (x only)")),
+        other => return err(line, alloc::format!("%{other}: not a special register the machine has")),
     })
 }
 
@@ -334,6 +334,10 @@ fn translate_32(cx: &mut Ctx<'_>, i: &Instruction) -> Result<Vec<Inst>, PtxError
             need(2)?;
             let d = cx.dst(&a[0], line)?;
             match &a[1] {
+                // Launches are one-dimensional: y and z are index 0 of extent 1, as in CUDA.
+                Operand::Special(s) if s.ends_with(".y") || s.ends_with(".z") => {
+                    vec![Inst::Mov { d, a: Src::Imm(u32::from(s.starts_with('n'))) }]
+                }
                 Operand::Special(s) => vec![Inst::S2R { d, s: special(s, line)? }],
                 Operand::Symbol(s) if cx.local.as_ref().is_some_and(|l| l.0 == *s) => cx.local_address(d),
                 other => vec![Inst::Mov { d, a: cx.src(other, line)? }],

@@ -577,7 +577,7 @@ mod limits {
             (swap("st.global.u32", "st.global.u16"), "half-words"),
             (swap("add.s32 \t%r", "{ .reg .b32 tmp; mov.b64 {tmp, %r9}, %rd1; }\n\tadd.s32 \t%r"), "64-bit data"),
             (swap("ld.global.u32", "ld.local.u32"), "without a local array"),
-            (swap("mov.u32 \t%r4, %tid.x", "mov.u32 \t%r4, %tid.y"), "one-dimensional"),
+            (swap("mov.u32 \t%r4, %tid.x", "mov.u32 \t%r4, %warpid"), "not a special register"),
         ];
         for (text, needle) in cases {
             let e = compile(&text, None, &MachineSpec::default()).unwrap_err();

@@ -30,3 +30,13 @@ __global__ void halves(const unsigned *a, const unsigned *b, unsigned *out, int 
 	unsigned r = (unsigned)__mul24((int)x, (int)y) + __umul24(x, y) + (unsigned)__hadd((int)x, (int)y) + __urhadd(x, y) * 3u;
 	out[i] = r + umin(x, y) * 5u + umax(x, y) + (unsigned)__rhadd((int)x, (int)y) * 7u + __uhadd(x, y) * 11u;
 }
+
+/* A kernel written for a 2-D launch, run 1-D: y and z index 0 of extent 1, as in CUDA. */
+__global__ void launch_dims(int *out, int *left, int n)
+{
+	int i = (blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x * blockDim.y + threadIdx.y * blockDim.x + threadIdx.x;
+	if (i >= n)
+		return;
+	out[i] = i * 10000 + threadIdx.z * 1000 + blockDim.z * 100 + blockIdx.z * 10 + gridDim.y;
+	atomicSub(&left[0], i);
+}
