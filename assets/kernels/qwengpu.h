@@ -10,6 +10,16 @@
 /* A __constant__ table is read-only global memory here (the host lays it out after the arguments). */
 #define __constant__ __attribute__((constant))
 #define warpSize 4
+/* CUDA's integer vector types, aligned as CUDA aligns them (clang loads an aligned one with one
+ * ld.v2/ld.v4), with their make_ functions. */
+typedef struct __attribute__((aligned(8))) { int x, y; } int2;
+typedef struct __attribute__((aligned(8))) { unsigned x, y; } uint2;
+typedef struct __attribute__((aligned(16))) { int x, y, z, w; } int4;
+typedef struct __attribute__((aligned(16))) { unsigned x, y, z, w; } uint4;
+static __device__ __forceinline__ int2 make_int2(int x, int y) { int2 v = {x, y}; return v; }
+static __device__ __forceinline__ uint2 make_uint2(unsigned x, unsigned y) { uint2 v = {x, y}; return v; }
+static __device__ __forceinline__ int4 make_int4(int x, int y, int z, int w) { int4 v = {x, y, z, w}; return v; }
+static __device__ __forceinline__ uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { uint4 v = {x, y, z, w}; return v; }
 /* __syncthreads is a clang builtin already. */
 static __device__ __forceinline__ int atomicAdd(int *p, int v) { return __nvvm_atom_add_gen_i(p, v); }
 static __device__ __forceinline__ unsigned atomicAdd(unsigned *p, unsigned v)

@@ -1,6 +1,7 @@
 //! `native-host qwengpu run` on kernels outside the suite (`tests/kernels/`, ordinary integer
 //! CUDA that uses PTX's bit instructions, funnel shifts, 64-bit addressing, device functions,
-//! local arrays, module-scope tables and CUDA's integer intrinsics), each array checked against
+//! local arrays, module-scope tables, vector types, structs by value and CUDA's integer
+//! intrinsics), each array checked against
 //! plain Rust written here from the CUDA source; and its refusals of bad launches and of what the
 //! machine cannot run.
 
@@ -242,6 +243,30 @@ fn cudas_integer_intrinsics_match_their_definitions() {
     let got = arrays_of("intrinsics.cu", "launch_dims", &launch, &["zeros:8".into(), "[1000]".into(), n.to_string()]);
     let out: Vec<u32> = (0..8).map(|i| if i < n { i * 10000 + 101 } else { 0 }).collect();
     assert_eq!(got, vec![out, vec![1000 - (0..n).sum::<u32>()]], "y and z of a 1-D launch, atomicSub");
+}
+
+#[test]
+fn vector_types_and_structs_by_value_move_word_by_word() {
+    let v: Vec<u32> = (1..=12).map(|k: i32| (k * k - 20) as u32).collect();
+    let got = arrays_of("vectors.cu", "vectors", &["--block", "4"], &[list(&v), "zeros:6".into(), "3".into()]);
+    let s = |k: usize| v[k] as i32;
+    let out: Vec<u32> = (0..3)
+        .flat_map(|i| {
+            let q = |c: usize| s(4 * i + c);
+            [(q(0) + q(1) * 2 + q(2) * 3 + q(3) * 4) as u32, (q(3) - q(0)) as u32]
+        })
+        .collect();
+    assert_eq!(got, vec![v.clone(), out], "int4 in, int2 out");
+
+    let x: Vec<u32> = [5, 1, 2, 9, -3, -4, 7, 7].iter().map(|&k: &i32| k as u32).collect();
+    let got = arrays_of("vectors.cu", "ordered", &["--block", "4"], &[list(&x), "zeros:8".into(), "4".into()]);
+    let y: Vec<u32> = (0..4)
+        .flat_map(|i| {
+            let (a, b) = (x[2 * i] as i32, x[2 * i + 1] as i32);
+            [a.min(b) as u32, ((a.max(b) + i as i32) * 10) as u32]
+        })
+        .collect();
+    assert_eq!(got, vec![x, y], "a struct through a device function");
 }
 
 #[test]

@@ -32,23 +32,52 @@ pub struct Func {
     pub body: Vec<Item>,
 }
 
-/// One call site: the callee, the argument of each parameter, the register given the result.
+/// One call site: the callee, each parameter's bytes as stored (offset → value: a struct or
+/// vector passed by value is several), the register given each word of the result.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Call {
     pub line: usize,
     pub callee: String,
-    pub args: Vec<Operand>,
-    pub ret: Option<String>,
+    pub args: Vec<BTreeMap<i64, Operand>>,
+    pub ret: BTreeMap<i64, String>,
 }
 
-/// The name in a parameter declaration (`.param .b32 func_retval0`); aggregates are refused.
+/// The name in a parameter declaration (`.param .b32 func_retval0`, or a struct's
+/// `.param .align 4 .b8 func_retval0[16]`).
 pub(super) fn param_name(decl: &str, line: usize) -> Result<String, PtxError> {
-    if decl.contains('[') {
-        return err(line, format!("a struct passed or returned by value ({decl:?}): pass its fields one by one"));
-    }
     match decl.split_whitespace().last() {
-        Some(n) if decl.trim_start().starts_with(".param") => Ok(n.to_string()),
+        Some(n) if decl.trim_start().starts_with(".param") => Ok(n.split('[').next().unwrap_or(n).to_string()),
         _ => err(line, format!("parameter {decl:?}")),
+    }
+}
+
+/// The bytes of one element of a `ld/st.param` (its type's width).
+fn width(op: &[String]) -> i64 {
+    match op.last().map(|t| &t[1..]) {
+        Some("8") => 1,
+        Some("16") => 2,
+        Some("64") => 8,
+        _ => 4,
+    }
+}
+
+/// The (offset, operand) of each element of a parameter access at byte `off`: one for a scalar,
+/// one per element for `.v2`/`.v4`.
+fn elements(op: &[String], off: i64, o: &Operand) -> Vec<(i64, Operand)> {
+    match o {
+        Operand::Vector(es) => es.iter().enumerate().map(|(k, e)| (off + k as i64 * width(op), e.clone())).collect(),
+        other => vec![(off, other.clone())],
+    }
+}
+
+/// The symbol and offset of a `[param+off]` address.
+fn slot(o: &Operand) -> Option<(&str, i64)> {
+    match o {
+        Operand::Addr(b, off) => match &**b {
+            Operand::Symbol(s) => Some((s, *off)),
+            _ => None,
+        },
+        _ => None,
     }
 }
 
@@ -60,7 +89,7 @@ pub(super) fn param_name(decl: &str, line: usize) -> Result<String, PtxError> {
 /// (the `call` may run over several lines, up to its `;`).
 pub(super) fn call_sequence(lines: &[(usize, &str)], i: &mut usize) -> Result<Call, PtxError> {
     let open = lines[*i - 1].0;
-    let (mut stored, mut ret, mut call, mut call_line) = (BTreeMap::new(), None, String::new(), open);
+    let (mut stored, mut ret, mut call, mut call_line) = (BTreeMap::new(), BTreeMap::new(), String::new(), open);
     loop {
         let Some(&(line, l)) = lines.get(*i) else { return err(open, "a call sequence without its closing }") };
         *i += 1;
@@ -89,11 +118,21 @@ pub(super) fn call_sequence(lines: &[(usize, &str)], i: &mut usize) -> Result<Ca
         }
         let inst = instruction(l, line)?;
         match (inst.op.first().map(String::as_str), inst.op.get(1).map(String::as_str), &inst.args[..]) {
-            (Some("st"), Some("param"), [Operand::Addr(p, 0), v]) => {
-                let Operand::Symbol(p) = &**p else { return err(line, "argument slot") };
-                stored.insert(p.clone(), v.clone());
+            (Some("st"), Some("param"), [at, v]) => {
+                let Some((p, off)) = slot(at) else { return err(line, "argument slot") };
+                let bytes: &mut BTreeMap<i64, Operand> = stored.entry(p.to_string()).or_default();
+                bytes.extend(elements(&inst.op, off, v));
             }
-            (Some("ld"), Some("param"), [Operand::Reg(d), Operand::Addr(_, 0)]) => ret = Some(d.clone()),
+            (Some("ld"), Some("param"), [d, at]) => {
+                let Some((_, off)) = slot(at) else { return err(line, "result slot") };
+                for (off, d) in elements(&inst.op, off, d) {
+                    match d {
+                        Operand::Reg(d) => drop(ret.insert(off, d)),
+                        Operand::Symbol(s) if s == "_" => {}
+                        _ => return err(line, "a result into something other than a register"),
+                    }
+                }
+            }
             _ => return err(line, format!("`{l}` inside a call sequence")),
         }
     }
@@ -119,9 +158,7 @@ pub(super) fn call_sequence(lines: &[(usize, &str)], i: &mut usize) -> Result<Ca
         .split(',')
         .map(str::trim)
         .filter(|n| !n.is_empty())
-        .map(|n| {
-            stored.get(n).cloned().ok_or(PtxError { line: call_line, what: format!("argument {n} is never stored") })
-        })
+        .map(|n| stored.remove(n).ok_or(PtxError { line: call_line, what: format!("argument {n} is never stored") }))
         .collect::<Result<_, _>>()?;
     Ok(Call { line: call_line, callee: callee.to_string(), args, ret })
 }
@@ -167,7 +204,7 @@ fn expand_in(items: Vec<Item>, funcs: &[Func], depth: usize, sites: &mut usize) 
         for s in body {
             match s {
                 Stmt::Label(l, line) => out.push(Stmt::Label(format!("{l}{tag}"), line)),
-                Stmt::Inst(i) => out.extend(inlined(rename(i, &tag), f, &c, &end)),
+                Stmt::Inst(i) => out.extend(inlined(rename(i, &tag), f, &c, &end)?),
             }
         }
         out.push(Stmt::Label(end, c.line));
@@ -182,6 +219,7 @@ fn rename(mut i: Instruction, tag: &str) -> Instruction {
             Operand::Reg(r) => r.push_str(tag),
             Operand::Symbol(s) if label => s.push_str(tag),
             Operand::Addr(base, _) => go(base, tag, false),
+            Operand::Vector(elements) => elements.iter_mut().for_each(|e| go(e, tag, false)),
             _ => {}
         }
     }
@@ -195,36 +233,50 @@ fn rename(mut i: Instruction, tag: &str) -> Instruction {
     i
 }
 
-/// A renamed callee instruction at call site `c`: parameter loads, the result store and `ret`
-/// rewritten, the rest as it is.
-fn inlined(i: Instruction, f: &Func, c: &Call, end: &str) -> Option<Stmt> {
+/// A renamed callee instruction at call site `c`: parameter loads and result stores (scalar or
+/// vector, at any offset of a struct) become moves, `ret` a branch to `end`, the rest stays.
+fn inlined(i: Instruction, f: &Func, c: &Call, end: &str) -> Result<Vec<Stmt>, PtxError> {
     let ty = i.op.last().cloned().unwrap_or_default();
-    let mov =
-        |d: Operand, v: Operand| Instruction { op: vec!["mov".into(), ty.clone()], args: vec![d, v], ..i.clone() };
-    let slot = |o: &Operand| match o {
-        Operand::Addr(b, 0) => match &**b {
-            Operand::Symbol(s) => Some(s.clone()),
-            _ => None,
-        },
-        _ => None,
+    let mov = |d: Operand, v: Operand| {
+        Stmt::Inst(Instruction { op: vec!["mov".into(), ty.clone()], args: vec![d, v], ..i.clone() })
     };
-    let is =
-        |a: &str, b: &str| i.op.first().map(String::as_str) == Some(a) && i.op.get(1).map(String::as_str) == Some(b);
-    let out = if is("ld", "param") {
-        let p = i.args.get(1).and_then(slot)?;
-        match f.params.iter().position(|q| *q == p) {
-            Some(k) => mov(i.args[0].clone(), c.args[k].clone()),
-            None => i,
+    let is = |a: &str| i.op.first().map(String::as_str) == Some(a) && i.op.get(1).map(String::as_str) == Some("param");
+    let at = |k: usize| i.args.get(k).and_then(slot);
+    if let (true, Some((p, off)), Some(d)) = (is("ld"), at(1), i.args.first()) {
+        let Some(k) = f.params.iter().position(|q| q == p) else { return Ok(vec![Stmt::Inst(i.clone())]) };
+        let mut out = Vec::new();
+        for (off, d) in elements(&i.op, off, d) {
+            let Some(v) = c.args[k].get(&off) else {
+                return err(
+                    i.line,
+                    format!(
+                        "{} reads byte {off} of its parameter {k}, which the call at line {} does not pass",
+                        f.name, c.line
+                    ),
+                );
+            };
+            out.push(mov(d, v.clone()));
         }
-    } else if is("st", "param") && i.args.first().and_then(slot) == f.ret {
-        // A call that drops the result stores it nowhere.
-        mov(Operand::Reg(c.ret.clone()?), i.args.get(1)?.clone())
-    } else if i.op[0] == "ret" {
-        Instruction { op: vec!["bra".into()], args: vec![Operand::Symbol(end.to_string())], ..i }
-    } else {
-        i
-    };
-    Some(Stmt::Inst(out))
+        return Ok(out);
+    }
+    if let (true, Some((p, off)), Some(v)) = (is("st"), at(0), i.args.get(1)) {
+        if Some(p) == f.ret.as_deref() {
+            // A call that drops (part of) the result stores it nowhere.
+            let words = elements(&i.op, off, v);
+            return Ok(words
+                .into_iter()
+                .filter_map(|(off, v)| Some(mov(Operand::Reg(c.ret.get(&off)?.clone()), v)))
+                .collect());
+        }
+    }
+    if i.op[0] == "ret" {
+        return Ok(vec![Stmt::Inst(Instruction {
+            op: vec!["bra".into()],
+            args: vec![Operand::Symbol(end.to_string())],
+            ..i
+        })]);
+    }
+    Ok(vec![Stmt::Inst(i)])
 }
 
 #[cfg(test)]
@@ -326,12 +378,15 @@ $L__BB0_2:
     fn calls_that_cannot_be_inlined_are_named() {
         let spec = MachineSpec::default();
         let undefined = CALLS.replace("_Z4halfi, ", "_Z5otherj, ");
-        let aggregate =
+        let unstored =
             CALLS.replace(".param .b32 param0;\n\tst.param.b32 \t[param0+0], %r2;", ".param .align 4 .b8 param0[8];");
+        let wider =
+            CALLS.replace("ld.param.u32 \t%r1, [_Z4halfi_param_0];", "ld.param.u32 \t%r1, [_Z4halfi_param_0+4];");
         let indirect = CALLS.replacen("_Z4halfi, \n\t(", "%rd1, \n\t(", 1);
         for (ptx, needle) in [
             (undefined, "declares but does not define"),
-            (aggregate, "struct passed or returned by value"),
+            (unstored, "never stored"),
+            (wider, "reads byte 4 of its parameter 0"),
             (indirect, "indirect call"),
         ] {
             let e = compile(&ptx, None, &spec).unwrap_err().to_string();

@@ -28,6 +28,8 @@ pub enum Operand {
     Symbol(String),
     /// `[base+offset]`: base a register or a symbol.
     Addr(alloc::boxed::Box<Operand>, i64),
+    /// `{%r1, %r2, _, %r4}`: the elements of a vector load or store (`_` a sink).
+    Vector(Vec<Operand>),
 }
 
 /// One instruction: `@%p` / `@!%p` guard, the dotted opcode split in parts, the operands.
@@ -89,6 +91,15 @@ fn operand(s: &str, line: usize) -> Result<Operand, PtxError> {
             None => (inner, 0),
         };
         return Ok(Operand::Addr(alloc::boxed::Box::new(operand(base, line)?), off));
+    }
+    if let Some(inner) = s.strip_prefix('{').and_then(|r| r.strip_suffix('}')) {
+        let elements =
+            inner.split(',').map(|e| if e.trim() == "_" { Ok(Operand::Symbol("_".into())) } else { operand(e, line) });
+        let elements: Vec<Operand> = elements.collect::<Result<_, _>>()?;
+        if elements.iter().any(|e| matches!(e, Operand::Vector(_) | Operand::Addr(..))) {
+            return err(line, alloc::format!("operand {s:?}"));
+        }
+        return Ok(Operand::Vector(elements));
     }
     if let Some(name) = s.strip_prefix('%') {
         let is_special = ["tid.", "ntid.", "ctaid.", "nctaid.", "laneid", "warpid"].iter().any(|p| name.starts_with(p));
@@ -227,7 +238,8 @@ fn header(lines: &[(usize, &str)], i: &mut usize) -> Result<(Vec<String>, bool),
         while *i < lines.len() && !lines[*i].1.starts_with(')') {
             let p = lines[*i].1.trim_end_matches(',');
             match p.split_whitespace().last() {
-                Some(n) if p.starts_with(".param") => params.push(n.to_string()),
+                // A struct by value is `.param .align 4 .b8 name[8]`.
+                Some(n) if p.starts_with(".param") => params.push(n.split('[').next().unwrap_or(n).to_string()),
                 _ => return err(lines[*i].0, alloc::format!("parameter {p:?}")),
             }
             *i += 1;

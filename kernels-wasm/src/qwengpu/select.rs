@@ -50,6 +50,12 @@ fn constants(entry: &Entry) -> BTreeMap<String, u32> {
             };
             defs.entry(d).or_insert((0, value)).0 += 1;
         }
+        // Each element of a vector load is a destination too.
+        if let (Some(Operand::Vector(ds)), "ld") = (i.args.first(), i.op[0].as_str()) {
+            for d in ds.iter().filter_map(|d| if let Operand::Reg(d) = d { Some(d.as_str()) } else { None }) {
+                defs.entry(d).or_insert((0, None)).0 += 1;
+            }
+        }
     }
     defs.into_iter().filter_map(|(r, (n, v))| Some((r.to_string(), v.filter(|_| n == 1)?))).collect()
 }
@@ -208,6 +214,32 @@ fn special(name: &str, line: usize) -> Result<Special, PtxError> {
     })
 }
 
+/// `ld.v4`/`st.v2` (an aligned int4 or int2): one word access per element, at consecutive
+/// addresses. Every element's load reads the address register before any is written, which is
+/// sound because PTX forbids a vector load whose destinations include its address register.
+fn vector_access(cx: &mut Ctx<'_>, i: &Instruction, space: Space) -> Result<Vec<Inst>, PtxError> {
+    let line = i.line;
+    let mut out = Vec::new();
+    match (i.op[0].as_str(), &i.args[..]) {
+        ("ld", [Operand::Vector(ds), addr]) => {
+            let (base, off) = cx.addr(addr, line)?;
+            for (k, d) in ds.iter().enumerate() {
+                if !matches!(d, Operand::Symbol(s) if s == "_") {
+                    out.push(Inst::Ld { space, d: cx.dst(d, line)?, a: base, off: off + 4 * k as i32 });
+                }
+            }
+        }
+        ("st", [addr, Operand::Vector(vs)]) => {
+            let (base, off) = cx.addr(addr, line)?;
+            for (k, v) in vs.iter().enumerate() {
+                out.push(Inst::St { space, a: base, off: off + 4 * k as i32, v: cx.src(v, line)? });
+            }
+        }
+        _ => return err(line, alloc::format!("`{}`: a vector operand here", i.text)),
+    }
+    Ok(out)
+}
+
 fn signed(op: &[String]) -> bool {
     op.iter().any(|p| p.starts_with('s') && p[1..].parse::<u32>().is_ok())
 }
@@ -255,7 +287,7 @@ fn translate_32(cx: &mut Ctx<'_>, i: &Instruction) -> Result<Vec<Inst>, PtxError
     }
     let state = if matches!(state, Some("const" | "local")) { Some("global") } else { state };
     let generic_is_global = cx.generic_is_global;
-    let space = |_: &str| match state {
+    let space = || match state {
         Some("global") => Ok(Space::Global),
         Some("shared") => Ok(Space::Shared),
         // A device function's pointer parameters are generic. Only `cvta.shared` makes a
@@ -296,15 +328,16 @@ fn translate_32(cx: &mut Ctx<'_>, i: &Instruction) -> Result<Vec<Inst>, PtxError
                 None => return err(line, alloc::format!("unknown parameter {name}")),
             }
         }
+        "ld" | "st" if a.iter().any(|o| matches!(o, Operand::Vector(_))) => vector_access(cx, i, space()?)?,
         "ld" => {
             need(2)?;
             let (d, (base, off)) = (cx.dst(&a[0], line)?, cx.addr(&a[1], line)?);
-            vec![Inst::Ld { space: space(op.get(1).map(String::as_str).unwrap_or("generic"))?, d, a: base, off }]
+            vec![Inst::Ld { space: space()?, d, a: base, off }]
         }
         "st" => {
             need(2)?;
             let ((base, off), v) = (cx.addr(&a[0], line)?, cx.src(&a[1], line)?);
-            vec![Inst::St { space: space(op.get(1).map(String::as_str).unwrap_or("generic"))?, a: base, off, v }]
+            vec![Inst::St { space: space()?, a: base, off, v }]
         }
         "atom" => {
             need(3)?;
@@ -312,7 +345,7 @@ fn translate_32(cx: &mut Ctx<'_>, i: &Instruction) -> Result<Vec<Inst>, PtxError
                 return err(line, alloc::format!("`{}`: only atom.add is supported", i.text));
             }
             let (d, (base, off), v) = (cx.dst(&a[0], line)?, cx.addr(&a[1], line)?, cx.src(&a[2], line)?);
-            vec![Inst::AtomAdd { space: space(&op[1])?, d, a: base, off, v }]
+            vec![Inst::AtomAdd { space: space()?, d, a: base, off, v }]
         }
         "cvt" if op.iter().skip(1).any(|t| matches!(t.as_str(), "s8" | "u8")) => {
             return err(line, alloc::format!("`{}`: 8-bit conversions are not supported", i.text));
