@@ -1,7 +1,7 @@
 //! `native-host qwengpu run` on kernels outside the suite (`tests/kernels/`, ordinary integer
 //! CUDA that uses PTX's bit instructions, funnel shifts, 64-bit addressing, device functions,
-//! local arrays, module-scope tables, vector types, structs by value and CUDA's integer
-//! intrinsics), each array checked against
+//! local arrays, module-scope tables, vector types, structs by value, 64-bit integers and CUDA's
+//! integer intrinsics), each array checked against
 //! plain Rust written here from the CUDA source; and its refusals of bad launches and of what the
 //! machine cannot run.
 
@@ -270,7 +270,66 @@ fn vector_types_and_structs_by_value_move_word_by_word() {
 }
 
 #[test]
-fn recursion_and_function_pointers_are_refused_by_line() {
+fn sixty_four_bit_integers_keep_their_high_words() {
+    let launch = ["--block", "4"];
+    let (x, y): (Vec<i32>, Vec<i32>) = (vec![100_000, 3, 70_000, -100_000], vec![100_000, 5, -90_000, 123_456]);
+    let w = |v: &[i32]| list(&v.iter().map(|&k| k as u32).collect::<Vec<_>>());
+    let got = arrays_of("wide.cu", "fixed", &launch, &[w(&x), w(&y), "zeros:4".into(), "zeros:4".into(), "4".into()]);
+    let fixed: Vec<u32> = x.iter().zip(&y).map(|(&a, &b)| ((i64::from(a) * i64::from(b)) >> 20) as u32).collect();
+    let high: Vec<u32> = x
+        .iter()
+        .zip(&y)
+        .map(|(&a, &b)| {
+            let u = u64::from(a as u32) * u64::from(b as u32);
+            ((u >> 32) as u32) ^ ((u >> 40) as u32)
+        })
+        .collect();
+    assert_eq!(&got[2..], &[fixed, high], "(long long)a * b >> 20, and an unsigned product's high word");
+
+    let (x, y) = (vec![1, -2, 3, 1000, 0, -1, 7, 1], vec![1, -3, 1, -1, 0, -1, 5, 3]);
+    let got = arrays_of(
+        "wide.cu",
+        "compare",
+        &["--grid", "2", "--block", "4"],
+        &[w(&x), w(&y), "zeros:8".into(), "8".into()],
+    );
+    let want: Vec<u32> = x
+        .iter()
+        .zip(&y)
+        .map(|(&p, &q)| {
+            let (a, b) = (i64::from(p) << 33, i64::from(q) * 3_000_000_000);
+            let bits = i32::from(a < b) + 2 * i32::from(a == b) + 4 * i32::from((a as u64) > (b as u64));
+            (bits + 8 * ((a.max(b) >> 35) as i32)) as u32
+        })
+        .collect();
+    assert_eq!(got[2], want, "signed and unsigned comparisons and max past 32 bits");
+
+    let x = vec![100_000, -3, 70_000, 65_536, 99_999, 7];
+    let got = arrays_of("wide.cu", "sums", &launch, &[w(&x), "zeros:8".into(), "6".into()]);
+    let want: Vec<u32> = (0..4)
+        .flat_map(|t| {
+            let s: i64 = x.iter().skip(t).step_by(4).map(|&v| i64::from(v) * i64::from(v)).sum();
+            [s as u32, (s >> 32) as u32]
+        })
+        .collect();
+    assert_eq!(got[1], want, "a long long sum over a long index, stored as 64 bits");
+
+    let v: Vec<i64> = vec![1, -1, i64::MIN / 3, 0x5_075b_cd15, -7];
+    let words: Vec<u32> = v.iter().flat_map(|&k| [k as u32, (k >> 32) as u32]).collect();
+    let got =
+        arrays_of("wide.cu", "scale", &["--grid", "2", "--block", "4"], &[list(&words), "zeros:10".into(), "5".into()]);
+    let want: Vec<u32> = v
+        .iter()
+        .flat_map(|&k| {
+            let r = (k >> 3).wrapping_add(k << 29).wrapping_sub(((k as u64) >> 61) as i64);
+            [r as u32, (r >> 32) as u32]
+        })
+        .collect();
+    assert_eq!(got[1], want, "64-bit loads, shifts by constants and stores");
+}
+
+#[test]
+fn recursion_function_pointers_and_64_bit_division_are_refused_by_line() {
     let dir = std::env::temp_dir().join(format!("substrates-qwengpu-calls-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let cases = [
@@ -287,6 +346,12 @@ fn recursion_and_function_pointers_are_refused_by_line() {
              __global__ void k(const int *x, int *y) {\n\
              int (*f)(int) = x[threadIdx.x] & 1 ? inc : dec; y[threadIdx.x] = f(x[threadIdx.x]); }\n",
             "function pointer",
+        ),
+        (
+            "divide.cu",
+            "__global__ void k(const int *x, int *y) {\n\
+             long long v = (long long)x[threadIdx.x] << 40; y[threadIdx.x] = (int)(v / 3); }\n",
+            "64-bit division",
         ),
     ];
     for (name, body, needle) in cases {

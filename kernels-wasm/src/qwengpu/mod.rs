@@ -49,6 +49,7 @@ mod select;
 pub mod suite;
 #[cfg(feature = "std")]
 pub mod units;
+mod wide;
 
 #[cfg(test)]
 mod interp_tests;

@@ -349,14 +349,13 @@ fn body(lines: &[(usize, &str)], i: &mut usize) -> Result<Body, PtxError> {
             items.push(Item::Call(super::inline::call_sequence(lines, i)?));
             continue;
         }
-        if l.starts_with('{') && l.contains("mov.b64") {
-            // `{ .reg .b32 tmp; mov.b64 {lo, hi}, %rd; }`: clang splitting a 64-bit value
-            // into words, i.e. 64-bit data (`(unsigned long long)a * b >> 32`).
-            return err(
-                line,
-                "a 64-bit value split into its words: 64-bit data is outside the machine (its words are \
-                 32 bits; use __umulhi for the high word of a product)",
-            );
+        if let Some(inner) = l.strip_prefix('{').and_then(|r| r.trim_end().strip_suffix('}')) {
+            // `{ .reg .b32 tmp; mov.b64 {tmp, %r9}, %rd1; }`: clang splitting a 64-bit value into
+            // its words, a scratch register taking the word nobody reads.
+            for part in inner.split(';').map(str::trim).filter(|p| !p.is_empty() && !p.starts_with(".reg")) {
+                items.push(Item::Stmt(Stmt::Inst(instruction(part, line)?)));
+            }
+            continue;
         }
         if let Some(label) = l.strip_suffix(':') {
             items.push(Item::Stmt(Stmt::Label(label.to_string(), line)));

@@ -4,7 +4,7 @@
 
 use super::isa::{Alu, Cmp, Inst, MachineSpec, Shfl, Space, Special, Src, MAX_PARAMS};
 use super::ptx::{Entry, Instruction, Operand, PtxError, Stmt};
-use alloc::collections::BTreeMap;
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::string::{String, ToString};
 use alloc::vec;
 use alloc::vec::Vec;
@@ -34,6 +34,11 @@ pub(super) struct Ctx<'a> {
     /// after the kernel's own.
     pub(super) local: Option<(String, u32)>,
     lanes: usize,
+    /// The 64-bit registers, those whose high word is known to be 0, and those whose high word
+    /// is computed ([`super::wide`]).
+    pub(super) wide: BTreeSet<String>,
+    pub(super) zero_high: BTreeSet<String>,
+    pub(super) high: BTreeSet<String>,
 }
 
 /// [`Ctx::constants`] of `entry`.
@@ -78,6 +83,7 @@ impl<'a> Ctx<'a> {
                 alloc::format!("{shared_bytes} bytes of shared memory; the machine has {}", spec.shared_words * 4),
             );
         }
+        let (wide, zero_high, high) = super::wide::analyse(entry);
         let generic_is_global = !entry
             .body
             .iter()
@@ -122,6 +128,9 @@ impl<'a> Ctx<'a> {
             generic_is_global,
             local,
             lanes: spec.lanes,
+            wide,
+            zero_high,
+            high,
         })
     }
 
@@ -240,6 +249,34 @@ fn vector_access(cx: &mut Ctx<'_>, i: &Instruction, space: Space) -> Result<Vec<
     Ok(out)
 }
 
+/// The space a load, store or atomic `i` reaches.
+pub(super) fn state_space(cx: &Ctx<'_>, i: &Instruction) -> Result<Space, PtxError> {
+    // The state space among the opcode's parts (`ld.volatile.global.u32`); none is generic.
+    let state = i.op.iter().skip(1).map(String::as_str).find(|p| matches!(*p, "global" | "shared" | "local" | "const"));
+    match state {
+        // `__constant__` data is global memory that the kernel only reads.
+        Some("global" | "const") => Ok(Space::Global),
+        Some("shared") => Ok(Space::Shared),
+        // Each thread's local array lies in global memory too ([`Ctx::local_address`]).
+        Some("local") if cx.local.is_some() => Ok(Space::Global),
+        Some("local") => {
+            err(i.line, alloc::format!("`{}`: a local access in a kernel without a local array (.local)", i.text))
+        }
+        // A device function's pointer parameters are generic. Only `cvta.shared` makes a
+        // generic address of shared memory, so without one every generic address is global.
+        None if cx.generic_is_global => Ok(Space::Global),
+        None => err(
+            i.line,
+            alloc::format!(
+                "`{}`: a generic access in a kernel that also takes generic addresses of shared memory \
+                 (cvta.shared); the machine cannot tell the two apart at run time",
+                i.text
+            ),
+        ),
+        Some(other) => err(i.line, alloc::format!("`{}`: the {other} state space is not supported", i.text)),
+    }
+}
+
 fn signed(op: &[String]) -> bool {
     op.iter().any(|p| p.starts_with('s') && p[1..].parse::<u32>().is_ok())
 }
@@ -258,6 +295,9 @@ pub(super) fn translate(cx: &mut Ctx<'_>, i: &Instruction) -> Result<Vec<Inst>, 
     if op[0] == "setp" && op.iter().any(|t| t == "s16") && !matches!(op[1].as_str(), "eq" | "ne") {
         return err(i.line, alloc::format!("`{}`: signed 16-bit comparisons are not supported", i.text));
     }
+    if let Some(out) = super::wide::translate(cx, i)? {
+        return Ok(out);
+    }
     let mut out = translate_32(cx, i)?;
     let masked = result_type.is_some_and(|t| is16(t)) && !matches!(op[0].as_str(), "setp" | "st");
     // (16-bit loads and stores are refused in `translate_32`: memory is words.)
@@ -268,7 +308,7 @@ pub(super) fn translate(cx: &mut Ctx<'_>, i: &Instruction) -> Result<Vec<Inst>, 
     Ok(out)
 }
 
-fn translate_32(cx: &mut Ctx<'_>, i: &Instruction) -> Result<Vec<Inst>, PtxError> {
+pub(super) fn translate_32(cx: &mut Ctx<'_>, i: &Instruction) -> Result<Vec<Inst>, PtxError> {
     let (line, op, a) = (i.line, &i.op, &i.args);
     if op.iter().any(|p| matches!(p.as_str(), "f16" | "f32" | "f64" | "bf16" | "rn" | "rz" | "ftz" | "approx")) {
         return err(line, alloc::format!("`{}`: floating point is not supported by the machine", i.text));
@@ -278,31 +318,6 @@ fn translate_32(cx: &mut Ctx<'_>, i: &Instruction) -> Result<Vec<Inst>, PtxError
     }
     let need =
         |n: usize| if a.len() == n { Ok(()) } else { err(line, alloc::format!("`{}`: {n} operands expected", i.text)) };
-    // The state space among the opcode's parts (`ld.volatile.global.u32`); none is generic.
-    let state = op.iter().skip(1).map(String::as_str).find(|p| matches!(*p, "global" | "shared" | "local" | "const"));
-    // `__constant__` data is global memory that the kernel only reads, and each thread's local
-    // array lies in global memory too ([`Ctx::local_address`]).
-    if state == Some("local") && cx.local.is_none() {
-        return err(line, alloc::format!("`{}`: a local access in a kernel without a local array (.local)", i.text));
-    }
-    let state = if matches!(state, Some("const" | "local")) { Some("global") } else { state };
-    let generic_is_global = cx.generic_is_global;
-    let space = || match state {
-        Some("global") => Ok(Space::Global),
-        Some("shared") => Ok(Space::Shared),
-        // A device function's pointer parameters are generic. Only `cvta.shared` makes a
-        // generic address of shared memory, so without one every generic address is global.
-        None if generic_is_global => Ok(Space::Global),
-        None => err(
-            line,
-            alloc::format!(
-                "`{}`: a generic access in a kernel that also takes generic addresses of shared memory \
-                 (cvta.shared); the machine cannot tell the two apart at run time",
-                i.text
-            ),
-        ),
-        Some(other) => err(line, alloc::format!("`{}`: the {other} state space is not supported", i.text)),
-    };
     let sgn = signed(op);
     let binary = |alu: Alu, cx: &mut Ctx<'_>| -> Result<Vec<Inst>, PtxError> {
         need(3)?;
@@ -328,16 +343,19 @@ fn translate_32(cx: &mut Ctx<'_>, i: &Instruction) -> Result<Vec<Inst>, PtxError
                 None => return err(line, alloc::format!("unknown parameter {name}")),
             }
         }
-        "ld" | "st" if a.iter().any(|o| matches!(o, Operand::Vector(_))) => vector_access(cx, i, space()?)?,
+        "ld" | "st" if a.iter().any(|o| matches!(o, Operand::Vector(_))) => {
+            let space = state_space(cx, i)?;
+            vector_access(cx, i, space)?
+        }
         "ld" => {
             need(2)?;
             let (d, (base, off)) = (cx.dst(&a[0], line)?, cx.addr(&a[1], line)?);
-            vec![Inst::Ld { space: space()?, d, a: base, off }]
+            vec![Inst::Ld { space: state_space(cx, i)?, d, a: base, off }]
         }
         "st" => {
             need(2)?;
             let ((base, off), v) = (cx.addr(&a[0], line)?, cx.src(&a[1], line)?);
-            vec![Inst::St { space: space()?, a: base, off, v }]
+            vec![Inst::St { space: state_space(cx, i)?, a: base, off, v }]
         }
         "atom" => {
             need(3)?;
@@ -345,7 +363,7 @@ fn translate_32(cx: &mut Ctx<'_>, i: &Instruction) -> Result<Vec<Inst>, PtxError
                 return err(line, alloc::format!("`{}`: only atom.add is supported", i.text));
             }
             let (d, (base, off), v) = (cx.dst(&a[0], line)?, cx.addr(&a[1], line)?, cx.src(&a[2], line)?);
-            vec![Inst::AtomAdd { space: space()?, d, a: base, off, v }]
+            vec![Inst::AtomAdd { space: state_space(cx, i)?, d, a: base, off, v }]
         }
         "cvt" if op.iter().skip(1).any(|t| matches!(t.as_str(), "s8" | "u8")) => {
             return err(line, alloc::format!("`{}`: 8-bit conversions are not supported", i.text));

@@ -575,7 +575,7 @@ mod limits {
             (swap("add.s32", "add.f32"), "floating point"),
             (swap("add.s32", "sad.u32"), "not supported"),
             (swap("st.global.u32", "st.global.u16"), "half-words"),
-            (swap("add.s32 \t%r", "{ .reg .b32 tmp; mov.b64 {tmp, %r9}, %rd1; }\n\tadd.s32 \t%r"), "64-bit data"),
+            (swap("add.s32 \t%r", "div.s64 \t%rd9, %rd1, %rd1;\n\tadd.s32 \t%r"), "64-bit division"),
             (swap("ld.global.u32", "ld.local.u32"), "without a local array"),
             (swap("mov.u32 \t%r4, %tid.x", "mov.u32 \t%r4, %warpid"), "not a special register"),
         ];
