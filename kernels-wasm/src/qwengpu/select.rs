@@ -318,6 +318,9 @@ pub(super) fn translate_32(cx: &mut Ctx<'_>, i: &Instruction) -> Result<Vec<Inst
     }
     let need =
         |n: usize| if a.len() == n { Ok(()) } else { err(line, alloc::format!("`{}`: {n} operands expected", i.text)) };
+    if !matches!(op[0].as_str(), "setp" | "shfl") && a.iter().any(|o| matches!(o, Operand::Reg(r) if r.contains('|'))) {
+        return err(line, alloc::format!("`{}`: a register pair here", i.text));
+    }
     let sgn = signed(op);
     let binary = |alu: Alu, cx: &mut Ctx<'_>| -> Result<Vec<Inst>, PtxError> {
         need(3)?;
@@ -442,7 +445,14 @@ pub(super) fn translate_32(cx: &mut Ctx<'_>, i: &Instruction) -> Result<Vec<Inst
             ]
         }
         "setp" => {
-            need(3)?;
+            // setp.cmp[.bool].type p[|q], a, b[, c]: p = (a cmp b) bool c, q = !(a cmp b) bool c.
+            let combine = match op.get(2).map(String::as_str) {
+                Some("and") => Some(Alu::And),
+                Some("or") => Some(Alu::Or),
+                Some("xor") => Some(Alu::Xor),
+                _ => None,
+            };
+            need(if combine.is_some() { 4 } else { 3 })?;
             let cmp = match (op.get(1).map(String::as_str).unwrap_or(""), sgn) {
                 ("eq", _) => Cmp::Eq,
                 ("ne", _) => Cmp::Ne,
@@ -456,8 +466,30 @@ pub(super) fn translate_32(cx: &mut Ctx<'_>, i: &Instruction) -> Result<Vec<Inst
                 ("ge" | "hs", false) => Cmp::GeU,
                 (other, _) => return err(line, alloc::format!("comparison {other:?}")),
             };
-            let (d, x, y) = (cx.dst(&a[0], line)?, cx.src(&a[1], line)?, cx.src(&a[2], line)?);
-            vec![Inst::Set { cmp, d, a: x, b: y }]
+            let Operand::Reg(dest) = &a[0] else { return err(line, "setp's destination") };
+            let (p, q) = match dest.split_once('|') {
+                Some((p, q)) => (cx.vreg(p, line)?, Some(cx.vreg(q, line)?)),
+                None => (cx.vreg(dest, line)?, None),
+            };
+            let (x, y) = (cx.src(&a[1], line)?, cx.src(&a[2], line)?);
+            let not = |d: u8, v: u8| Inst::Alu { op: Alu::Xor, d, a: Src::Reg(v), b: Src::Imm(1) };
+            match (combine, q) {
+                (None, None) => vec![Inst::Set { cmp, d: p, a: x, b: y }],
+                (None, Some(q)) => vec![Inst::Set { cmp, d: p, a: x, b: y }, not(q, p)],
+                (Some(f), q) => {
+                    let c = cx.src(&a[3], line)?;
+                    let both = |d: u8, v: u8| [not(d, v), Inst::Alu { op: f, d, a: Src::Reg(d), b: c }];
+                    let first = Inst::Alu { op: f, d: p, a: Src::Reg(SCRATCH), b: c };
+                    let mut out = vec![Inst::Set { cmp, d: SCRATCH, a: x, b: y }];
+                    // Whichever of p and q is c is written last.
+                    match q {
+                        Some(q) if c == Src::Reg(q) => out.extend([first].into_iter().chain(both(q, SCRATCH))),
+                        Some(q) => out.extend(both(q, SCRATCH).into_iter().chain([first])),
+                        None => out.push(first),
+                    }
+                    out
+                }
+            }
         }
         "selp" => {
             need(4)?;
@@ -489,4 +521,65 @@ pub(super) fn translate_32(cx: &mut Ctx<'_>, i: &Instruction) -> Result<Vec<Inst
         "bra" => vec![], // placed by `lower` (targets are ROM indices)
         _ => return err(line, alloc::format!("`{}` is not supported by the machine", i.text)),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::args::{layout, Arg};
+    use super::super::interp::Machine;
+    use super::super::isa::MachineSpec;
+    use super::super::lower::compile;
+    use alloc::vec;
+    use alloc::vec::Vec;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    /// A comparison into a predicate pair and one combined with another predicate (PTX lets
+    /// clang write both; a pair once read as one register named `%p1|%p2`).
+    const PTX: &str = r#"
+.visible .entry k(
+	.param .u64 k_param_0
+)
+{
+	ld.param.u64 	%rd1, [k_param_0];
+	mov.u32 	%r1, %tid.x;
+	mul.wide.u32 	%rd2, %r1, 16;
+	add.s64 	%rd3, %rd1, %rd2;
+	ld.global.u32 	%r2, [%rd3];
+	setp.lt.s32 	%p1|%p2, %r2, 3;
+	setp.gt.and.s32 	%p3|%p4, %r2, -2, %p1;
+	setp.eq.or.s32 	%p2, %r2, 7, %p2;
+	selp.u32 	%r3, 1, 0, %p1;
+	selp.u32 	%r4, 2, 0, %p2;
+	selp.u32 	%r5, 4, 0, %p3;
+	selp.u32 	%r6, 8, 0, %p4;
+	add.s32 	%r7, %r3, %r4;
+	add.s32 	%r8, %r5, %r6;
+	add.s32 	%r9, %r7, %r8;
+	st.global.u32 	[%rd3+4], %r9;
+	ret;
+}
+"#;
+
+    #[test]
+    fn predicate_pairs_and_combined_comparisons_are_ptxs() {
+        let spec = MachineSpec::default();
+        let kernel = compile(PTX, None, &spec).unwrap();
+        let x: [i32; 4] = [-5, 0, 7, 3];
+        let words: Vec<u32> = x.iter().flat_map(|&v| [v as u32, 0, 0, 0]).collect();
+        let l = layout(&kernel, &[Arg::Array(words)], 1, 4, &spec).unwrap();
+        let mut m = Machine::new(spec, kernel.program, &l.memory, l.launch.clone()).unwrap();
+        m.run(10_000).unwrap();
+        let got: Vec<u32> = l.read_arrays(&m.global)[0].chunks(4).map(|c| c[1]).collect();
+        let want: Vec<u32> = x
+            .iter()
+            .map(|&v| {
+                let (p1, p2) = (v < 3, v >= 3);
+                let (p3, p4) = (v > -2 && p1, v <= -2 && p1);
+                let p2 = v == 7 || p2;
+                u32::from(p1) + 2 * u32::from(p2) + 4 * u32::from(p3) + 8 * u32::from(p4)
+            })
+            .collect();
+        assert_eq!(got, want);
+    }
 }

@@ -202,8 +202,11 @@ pub(super) fn translate(cx: &mut Ctx<'_>, i: &Instruction) -> Result<Option<Vec<
     match op {
         "setp" if wide => {
             need(3)?;
-            if i.op.len() > 3 {
-                return err(line, format!("`{}`: a 64-bit comparison combined with a predicate", i.text));
+            if i.op.len() > 3 || matches!(&a[0], Operand::Reg(p) if p.contains('|')) {
+                return err(
+                    line,
+                    format!("`{}`: a 64-bit comparison combined with a predicate or into a pair", i.text),
+                );
             }
             let p = cx.dst(&a[0], line)?;
             out = compare(cx, part(1).unwrap_or(""), signed, p, &a[1], &a[2], line)?;
