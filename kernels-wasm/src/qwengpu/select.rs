@@ -529,7 +529,6 @@ mod tests {
     use super::super::interp::Machine;
     use super::super::isa::MachineSpec;
     use super::super::lower::compile;
-    use alloc::vec;
     use alloc::vec::Vec;
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
