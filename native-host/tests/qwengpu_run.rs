@@ -195,8 +195,8 @@ fn cudas_integer_intrinsics_match_their_definitions() {
         want.extend([
             sx.wrapping_abs() as u32,
             if x == 0 { 0 } else { x.trailing_zeros() + 1 },
-            (i64::from(sx) - i64::from(sy)).unsigned_abs() as u32 + 5,
-            x.abs_diff(y) + 1,
+            ((i64::from(sx) - i64::from(sy)).unsigned_abs() as u32).wrapping_add(5),
+            x.abs_diff(y).wrapping_add(1),
         ]);
     }
     assert_eq!(got[2], want, "abs, __ffs, __sad, __usad");
@@ -228,7 +228,7 @@ fn cudas_integer_intrinsics_match_their_definitions() {
                 (low24(x) * low24(y)) as u32,
                 (x & 0xff_ffff).wrapping_mul(y & 0xff_ffff),
                 ((sx + sy) >> 1) as u32,
-                ((ux + uy + 1) >> 1) as u32 * 3,
+                (((ux + uy + 1) >> 1) as u32).wrapping_mul(3),
                 x.min(y).wrapping_mul(5),
                 x.max(y),
                 (((sx + sy + 1) >> 1) as u32).wrapping_mul(7),

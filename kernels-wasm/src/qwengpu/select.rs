@@ -33,7 +33,6 @@ pub(super) struct Ctx<'a> {
     /// The local depot's symbol and bytes per thread; its base address is the extra parameter
     /// after the kernel's own.
     pub(super) local: Option<(String, u32)>,
-    lanes: usize,
     /// The 64-bit registers, those whose high word is known to be 0, and those whose high word
     /// is computed ([`super::wide`]).
     pub(super) wide: BTreeSet<String>,
@@ -127,31 +126,21 @@ impl<'a> Ctx<'a> {
             constants: constants(entry),
             generic_is_global,
             local,
-            lanes: spec.lanes,
             wide,
             zero_high,
             high,
         })
     }
 
-    /// `d` = the address of this thread's local array: thread `t = ctaid · B + tid`, `B` the block
-    /// rounded up to whole warps (the padding lanes run too, and must not reach the next
-    /// block's arrays), owns bytes `base + t · bytes ..` of the region [`super::args::layout`]
-    /// puts after the arrays.
+    /// `d` = the address of this thread's local array: thread `t = ctaid · ntid + tid` owns bytes
+    /// `base + t · bytes ..` of the region [`super::args::layout`] puts after the arrays. The
+    /// machine's `ntid` is the block rounded up to whole warps, so the padding lanes (which run
+    /// too) have arrays of their own and never reach the next block's.
     fn local_address(&self, d: u8) -> Vec<Inst> {
-        let (Some((_, bytes)), lanes) = (&self.local, self.lanes as u32) else { return vec![] };
+        let Some((_, bytes)) = &self.local else { return vec![] };
         let r = |x: u8| Src::Reg(x);
-        let mut out = vec![
+        vec![
             Inst::S2R { d: SCRATCH, s: Special::Ntid },
-            Inst::Alu { op: Alu::Add, d: SCRATCH, a: r(SCRATCH), b: Src::Imm(lanes - 1) },
-        ];
-        if lanes.is_power_of_two() {
-            out.push(Inst::Alu { op: Alu::And, d: SCRATCH, a: r(SCRATCH), b: Src::Imm(!(lanes - 1)) });
-        } else {
-            out.push(Inst::Alu { op: Alu::DivU, d: SCRATCH, a: r(SCRATCH), b: Src::Imm(lanes) });
-            out.push(Inst::Alu { op: Alu::Mul, d: SCRATCH, a: r(SCRATCH), b: Src::Imm(lanes) });
-        }
-        out.extend([
             Inst::S2R { d, s: Special::Ctaid },
             Inst::Alu { op: Alu::Mul, d, a: r(d), b: r(SCRATCH) },
             Inst::S2R { d: SCRATCH, s: Special::Tid },
@@ -159,8 +148,7 @@ impl<'a> Ctx<'a> {
             Inst::Alu { op: Alu::Mul, d, a: r(d), b: Src::Imm(*bytes) },
             Inst::S2R { d: SCRATCH, s: Special::Param(self.entry.params.len() as u8) },
             Inst::Alu { op: Alu::Add, d, a: r(d), b: r(SCRATCH) },
-        ]);
-        out
+        ]
     }
 
     pub(super) fn vreg(&mut self, name: &str, line: usize) -> Result<u8, PtxError> {
