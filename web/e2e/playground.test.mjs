@@ -416,7 +416,7 @@ test('qwenGPU tab: a suite kernel lowers and runs in the page, stepped warp-bloc
   const ptx = await page.inputValue('[data-testid=qwengpu-ptx]');
   await page.fill('[data-testid=qwengpu-ptx]', ptx.replace('ld.global.u32', 'ld.local.u32'));
   await page.click('[data-testid=qwengpu-run]');
-  assert.match(await page.textContent('[data-testid=qwengpu-summary]'), /PTX line [0-9]+: .*local state space/);
+  assert.match(await page.textContent('[data-testid=qwengpu-summary]'), /PTX line [0-9]+: .*without a local array/);
   page.assertNoErrors();
   await page.close();
 });

@@ -130,6 +130,18 @@ pub fn layout(
     Ok(Layout { memory, launch: Launch { grid, block, params }, arrays })
 }
 
+/// Lowers `ptx`, lays `args` out and runs it on the interpreter: the arrays as they end (for the
+/// front end's tests on hand-written PTX).
+#[cfg(test)]
+pub(super) fn run_ptx(ptx: &str, args: &[Arg], grid: usize, block: usize) -> Vec<Vec<u32>> {
+    let spec = MachineSpec::default();
+    let kernel = super::lower::compile(ptx, None, &spec).unwrap();
+    let l = layout(&kernel, args, grid, block, &spec).unwrap();
+    let mut m = super::interp::Machine::new(spec, kernel.program, &l.memory, l.launch.clone()).unwrap();
+    m.run(100_000).unwrap();
+    l.read_arrays(&m.global)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -281,8 +281,7 @@ fn inlined(i: Instruction, f: &Func, c: &Call, end: &str) -> Result<Vec<Stmt>, P
 
 #[cfg(test)]
 mod tests {
-    use super::super::args::{layout, Arg};
-    use super::super::interp::Machine;
+    use super::super::args::{run_ptx, Arg};
     use super::super::isa::MachineSpec;
     use super::super::lower::compile;
     use alloc::vec;
@@ -363,15 +362,11 @@ $L__BB0_2:
 
     #[test]
     fn calls_are_inlined_with_their_registers_and_labels_apart() {
-        let spec = MachineSpec::default();
-        let kernel = compile(CALLS, None, &spec).unwrap();
         let input = vec![7u32, 100, (-6i32) as u32, 1];
-        let l = layout(&kernel, &[Arg::Array(input.clone())], 1, 4, &spec).unwrap();
-        let mut m = Machine::new(spec, kernel.program, &l.memory, l.launch.clone()).unwrap();
-        m.run(10_000).unwrap();
+        let got = run_ptx(CALLS, &[Arg::Array(input.clone())], 1, 4);
         let half = |v: u32| if (v as i32) < 0 { u32::MAX } else { v >> 1 };
         let want: vec::Vec<u32> = input.iter().map(|&v| half(half(v)).wrapping_add(half(v))).collect();
-        assert_eq!(l.read_arrays(&m.global), vec![want]);
+        assert_eq!(got, vec![want]);
     }
 
     #[test]

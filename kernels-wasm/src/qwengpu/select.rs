@@ -513,10 +513,7 @@ pub(super) fn translate_32(cx: &mut Ctx<'_>, i: &Instruction) -> Result<Vec<Inst
 
 #[cfg(test)]
 mod tests {
-    use super::super::args::{layout, Arg};
-    use super::super::interp::Machine;
-    use super::super::isa::MachineSpec;
-    use super::super::lower::compile;
+    use super::super::args::{run_ptx, Arg};
     use alloc::vec::Vec;
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
@@ -550,14 +547,9 @@ mod tests {
 
     #[test]
     fn predicate_pairs_and_combined_comparisons_are_ptxs() {
-        let spec = MachineSpec::default();
-        let kernel = compile(PTX, None, &spec).unwrap();
         let x: [i32; 4] = [-5, 0, 7, 3];
         let words: Vec<u32> = x.iter().flat_map(|&v| [v as u32, 0, 0, 0]).collect();
-        let l = layout(&kernel, &[Arg::Array(words)], 1, 4, &spec).unwrap();
-        let mut m = Machine::new(spec, kernel.program, &l.memory, l.launch.clone()).unwrap();
-        m.run(10_000).unwrap();
-        let got: Vec<u32> = l.read_arrays(&m.global)[0].chunks(4).map(|c| c[1]).collect();
+        let got: Vec<u32> = run_ptx(PTX, &[Arg::Array(words)], 1, 4)[0].chunks(4).map(|c| c[1]).collect();
         let want: Vec<u32> = x
             .iter()
             .map(|&v| {

@@ -493,10 +493,7 @@ fn with_high(cx: &mut Ctx<'_>, i: &Instruction) -> Result<Vec<Inst>, PtxError> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::args::{layout, Arg};
-    use super::super::interp::Machine;
-    use super::super::isa::MachineSpec;
-    use super::super::lower::compile;
+    use super::super::args::{run_ptx, Arg};
     use alloc::vec;
     use alloc::vec::Vec;
     #[cfg(target_arch = "wasm32")]
@@ -537,15 +534,11 @@ mod tests {
 
     #[test]
     fn arithmetic_and_comparisons_past_32_bits_match_i64() {
-        let spec = MachineSpec::default();
-        let kernel = compile(PTX, None, &spec).unwrap();
         let pairs: [(i64, i64); 4] =
             [(1 << 40, (1 << 40) - 1), (-5, 3), (i64::MIN + 7, i64::MAX - 2), (0xffff_ffff, 0x1_0000_0001)];
         let words: Vec<u32> =
             pairs.iter().flat_map(|&(a, b)| [a, b]).flat_map(|v| [v as u32, (v >> 32) as u32]).collect();
-        let l = layout(&kernel, &[Arg::Array(words), Arg::Array(vec![0; 40])], 1, 4, &spec).unwrap();
-        let mut m = Machine::new(spec, kernel.program, &l.memory, l.launch.clone()).unwrap();
-        m.run(10_000).unwrap();
+        let got = run_ptx(PTX, &[Arg::Array(words), Arg::Array(vec![0; 40])], 1, 4);
         let want: Vec<u32> = pairs
             .iter()
             .flat_map(|&(a, b)| {
@@ -553,6 +546,6 @@ mod tests {
             })
             .flat_map(|v| [v as u32, (v >> 32) as u32])
             .collect();
-        assert_eq!(l.read_arrays(&m.global)[1], want);
+        assert_eq!(got[1], want);
     }
 }
