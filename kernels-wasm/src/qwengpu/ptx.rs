@@ -263,15 +263,8 @@ fn data_decl(l: &str, space: &str) -> Option<Result<(String, Vec<u32>), String>>
         Some((n, rest)) => (n, rest.trim_end_matches(']').parse::<usize>().ok()),
         None => (last, Some(1)),
     };
-    let width = match head
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix(".b").or(w.strip_prefix(".u")).or(w.strip_prefix(".s")))
-    {
-        Some("8") => 1,
-        Some("16") => 2,
-        Some("32") => 4,
-        Some("64") => 8,
-        _ => return Some(Err(alloc::format!("the type of global variable {name:?}"))),
+    let Some(width) = type_width(head) else {
+        return Some(Err(alloc::format!("the type of global variable {name:?}")));
     };
     // Bounded by the machine's memory when it is laid out; a size past 64 KiB is refused here.
     let Some(bytes) = count.and_then(|c| c.checked_mul(width)).filter(|&b| b <= 1 << 16) else {
@@ -292,6 +285,15 @@ fn data_decl(l: &str, space: &str) -> Option<Result<(String, Vec<u32>), String>>
     Some(Ok((name.to_string(), words)))
 }
 
+/// The bytes of one element of a declaration's integer type (`.b8`, `.u16`, `.s32`, `.b64` …).
+fn type_width(decl: &str) -> Option<usize> {
+    let types = [("8", 1), ("16", 2), ("32", 4), ("64", 8)];
+    decl.split_whitespace().find_map(|w| {
+        let bits = w.strip_prefix(".b").or(w.strip_prefix(".u")).or(w.strip_prefix(".s"))?;
+        types.iter().find(|(b, _)| *b == bits).map(|&(_, bytes)| bytes)
+    })
+}
+
 /// `.shared .align 4 .b8 name[128];` → (name, bytes).
 fn shared_decl(l: &str, line: usize) -> Result<(String, usize), PtxError> {
     let decl = l.trim_end_matches(';');
@@ -300,7 +302,8 @@ fn shared_decl(l: &str, line: usize) -> Result<(String, usize), PtxError> {
         Some((n, rest)) => (n, rest.trim_end_matches(']').parse::<usize>().ok()),
         None => (last, Some(1)),
     };
-    let elem = if decl.contains(".b8") || decl.contains(".u8") || decl.contains(".s8") { 1 } else { 4 };
+    // A 64-bit shared array taken for 4-byte elements would overlap whatever follows it.
+    let elem = type_width(decl).unwrap_or(4);
     // Any length may be written; one past the address space is refused here.
     match count.and_then(|c| c.checked_mul(elem)) {
         Some(b) => Ok((name.to_string(), b)),
@@ -400,6 +403,19 @@ mod tests {
     use alloc::vec;
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    #[test]
+    fn shared_and_local_arrays_are_sized_by_their_element_type() {
+        for (decl, bytes) in [
+            (".shared .align 4 .b8 _ZZ1kE1s[10];", 10),
+            (".shared .align 2 .b16 h[3];", 6),
+            (".shared .align 4 .u32 n;", 4),
+            (".shared .align 8 .b64 w[4];", 32),
+            (".local .align 8 .b8 __local_depot0[24];", 24),
+        ] {
+            assert_eq!(shared_decl(decl, 1).map(|d| d.1), Ok(bytes), "{decl}");
+        }
+    }
 
     #[test]
     fn module_data_is_read_little_endian_with_the_rest_zero() {

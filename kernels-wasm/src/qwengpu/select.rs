@@ -113,6 +113,15 @@ impl<'a> Ctx<'a> {
                     ),
                 )
             }
+            Some((_, bytes)) if *bytes > spec.global_words * 4 => {
+                return err(
+                    entry.line,
+                    alloc::format!(
+                        "a local array of {bytes} bytes; the machine's memory has {}",
+                        spec.global_words * 4
+                    ),
+                )
+            }
             Some((name, bytes)) => Some((name.clone(), bytes.next_multiple_of(4) as u32)),
             None => None,
         };
