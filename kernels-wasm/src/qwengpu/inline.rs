@@ -6,6 +6,7 @@
 //! store of its return value a move into the caller's register, and `ret` a branch to the end.
 
 use super::ptx::{instruction, Instruction, Item, Operand, PtxError, Stmt};
+use super::select::err;
 use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -17,10 +18,6 @@ const MAX_DEPTH: usize = 16;
 /// Statements after inlining: far past anything the ROM holds (so the lowering names the real
 /// limit), and a bound on the work of a call tree that doubles at every level.
 const MAX_STATEMENTS: usize = 1 << 16;
-
-fn err<T>(line: usize, what: impl Into<String>) -> Result<T, PtxError> {
-    Err(PtxError { line, what: what.into() })
-}
 
 /// A device function as written: parameter names, the return parameter, the body.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -165,14 +165,10 @@ impl Ctx<'_> {
         }
     }
 
-    /// Temporaries of one instruction's sequence, named by its line: dead after it, so each
-    /// interferes only with what is live there.
-    fn temps(&mut self, line: usize) -> Result<[u8; 3], PtxError> {
-        Ok([
-            self.vreg(&format!("$w{line}.0"), line)?,
-            self.vreg(&format!("$w{line}.1"), line)?,
-            self.vreg(&format!("$w{line}.2"), line)?,
-        ])
+    /// Temporary `k` of one instruction's sequence, named by its line: dead after it, so each
+    /// interferes only with what is live there (and only those a sequence uses are made).
+    fn temp(&mut self, line: usize, k: usize) -> Result<u8, PtxError> {
+        self.vreg(&format!("$w{line}.{k}"), line)
     }
 }
 
@@ -214,7 +210,7 @@ pub(super) fn translate(cx: &mut Ctx<'_>, i: &Instruction) -> Result<Option<Vec<
         "min" | "max" if wide => {
             need(3)?;
             let cmp = if op == "min" { "lt" } else { "gt" };
-            let [_, _, t2] = cx.temps(line)?;
+            let t2 = cx.temp(line, 2)?;
             out = compare(cx, cmp, signed, t2, &a[1], &a[2], line)?;
             let (xl, yl, xh, yh) =
                 (cx.src(&a[1], line)?, cx.src(&a[2], line)?, cx.hi(&a[1], line)?, cx.hi(&a[2], line)?);
@@ -233,7 +229,7 @@ pub(super) fn translate(cx: &mut Ctx<'_>, i: &Instruction) -> Result<Option<Vec<
                 |h: Src| if signed { alu(Alu::Sra, d, h, Src::Imm(31)) } else { Inst::Mov { d, a: Src::Imm(0) } };
             let right = if signed { Alu::Sra } else { Alu::Shr };
             let dh = if cx.needs_hi(&a[0]) { Some(cx.hi_dst(&a[0], line)?) } else { None };
-            let [t0, ..] = cx.temps(line)?;
+            let t0 = cx.temp(line, 0)?;
             match k {
                 0 => out.push(Inst::Mov { d, a: x }),
                 1..=31 => out.extend([
@@ -318,7 +314,7 @@ fn compare(
     line: usize,
 ) -> Result<Vec<Inst>, PtxError> {
     let (xl, yl, xh, yh) = (cx.src(x, line)?, cx.src(y, line)?, cx.hi(x, line)?, cx.hi(y, line)?);
-    let [t0, ..] = cx.temps(line)?;
+    let t0 = cx.temp(line, 0)?;
     let r = Src::Reg;
     let set = |cmp, d, a, b| Inst::Set { cmp, d, a, b };
     let (strict, low) = match (cmp, signed) {
@@ -394,7 +390,7 @@ fn with_high(cx: &mut Ctx<'_>, i: &Instruction) -> Result<Vec<Inst>, PtxError> {
         }
         "add" | "sub" | "neg" => {
             // The low words with their carry (borrow), then the high words.
-            let [t0, t1, _] = cx.temps(line)?;
+            let (t0, t1) = (cx.temp(line, 0)?, cx.temp(line, 1)?);
             let d = cx.dst(&a[0], line)?;
             let (x, y) = if op == "neg" { (Operand::Imm(0), operand(1)) } else { (operand(1), operand(2)) };
             let (xl, yl, xh, yh) = (cx.src(&x, line)?, cx.src(&y, line)?, cx.hi(&x, line)?, cx.hi(&y, line)?);
@@ -431,7 +427,7 @@ fn with_high(cx: &mut Ctx<'_>, i: &Instruction) -> Result<Vec<Inst>, PtxError> {
             let hi = if signed { Alu::MulHiS } else { Alu::MulHiU };
             let (x, y) = (cx.src(&operand(1), line)?, cx.src(&operand(2), line)?);
             let d = cx.dst(&a[0], line)?;
-            let [t0, t1, t2] = cx.temps(line)?;
+            let (t0, t1, t2) = (cx.temp(line, 0)?, cx.temp(line, 1)?, cx.temp(line, 2)?);
             out.extend([alu(Alu::Mul, t0, x, y), alu(hi, t1, x, y)]);
             if op == "mad" {
                 let (zl, zh) = (cx.src(&operand(3), line)?, cx.hi(&operand(3), line)?);
@@ -452,7 +448,7 @@ fn with_high(cx: &mut Ctx<'_>, i: &Instruction) -> Result<Vec<Inst>, PtxError> {
             let (x, y) = (operand(1), operand(2));
             let (xl, yl, xh, yh) = (cx.src(&x, line)?, cx.src(&y, line)?, cx.hi(&x, line)?, cx.hi(&y, line)?);
             let d = cx.dst(&a[0], line)?;
-            let [t0, t1, _] = cx.temps(line)?;
+            let (t0, t1) = (cx.temp(line, 0)?, cx.temp(line, 1)?);
             out.extend([
                 alu(Alu::MulHiU, t0, xl, yl),
                 alu(Alu::Mul, t1, xl, yh),
@@ -468,7 +464,7 @@ fn with_high(cx: &mut Ctx<'_>, i: &Instruction) -> Result<Vec<Inst>, PtxError> {
             };
             let (x, xh) = (cx.src(&operand(1), line)?, cx.hi(&operand(1), line)?);
             let d = cx.dst(&a[0], line)?;
-            let [t0, ..] = cx.temps(line)?;
+            let t0 = cx.temp(line, 0)?;
             match k {
                 0 => out.extend([Inst::Mov { d: dh, a: xh }, Inst::Mov { d, a: x }]),
                 1..=31 => out.extend([
