@@ -1,20 +1,31 @@
 //! A persistent thread pool for one mul_mat at a time, like ggml's: workers stay alive between
 //! calls and spin briefly before sleeping, because spawning threads per GEMV (~50 µs) costs more
 //! than a 768×768 GEMV itself (~10 µs).
+//!
+//! Between jobs the caller often works alone (a norm, the activations' quantisation), and the
+//! workers would only spin. [`Pool::warm`] gives them the next job's weights to stream toward the
+//! cache meanwhile, so memory stays busy through the serial parts of a token (see [`warm`]).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
+pub mod warm;
+
 /// How long a worker polls for the next job before sleeping on the condition variable.
 const SPIN: u32 = 20_000;
 
-/// The job of the current epoch, with its lifetime erased: [`Pool::run`] does not return before
-/// every worker has finished calling it, so the borrow it came from outlives every use.
-#[derive(Clone, Copy)]
-struct Job(*const (dyn Fn(usize) + Sync));
-// SAFETY: the pointee is `Sync`, and it is only dereferenced while `run` keeps it alive.
+/// The job of the current epoch.
+#[derive(Clone)]
+enum Job {
+    /// A borrowed closure with its lifetime erased: [`Pool::run`] does not return before every
+    /// worker has finished calling it, so the borrow it came from outlives every use.
+    Run(*const (dyn Fn(usize) + Sync)),
+    /// Spans to prefetch until the next job cancels it.
+    Warm(Arc<warm::Plan>),
+}
+// SAFETY: the `Run` pointee is `Sync`, and it is only dereferenced while `run` keeps it alive.
 unsafe impl Send for Job {}
 
 struct Shared {
@@ -25,6 +36,10 @@ struct Shared {
     done: (Mutex<()>, Condvar),
     panicked: AtomicBool,
     stop: AtomicBool,
+    /// A warm job is out (its workers count in `pending`).
+    warming: AtomicBool,
+    /// Tells a warm job to stop at its next check.
+    cancel: AtomicBool,
 }
 
 /// `threads − 1` workers; the caller of [`Pool::run`] is thread 0.
@@ -44,6 +59,8 @@ impl Pool {
             done: (Mutex::new(()), Condvar::new()),
             panicked: AtomicBool::new(false),
             stop: AtomicBool::new(false),
+            warming: AtomicBool::new(false),
+            cancel: AtomicBool::new(false),
         });
         let mut workers = Vec::new();
         for index in 1..threads.max(1) {
@@ -63,17 +80,12 @@ impl Pool {
     /// calls have returned. `Err` if any of them panicked (the panic is not propagated).
     pub fn run(&self, f: &(dyn Fn(usize) + Sync)) -> Result<(), PoolPanic> {
         let s = &*self.shared;
+        self.settle();
         s.panicked.store(false, Ordering::Relaxed);
         if !self.workers.is_empty() {
             // SAFETY: only the lifetime is erased; see `Job`.
-            let job =
-                Job(unsafe { core::mem::transmute::<&(dyn Fn(usize) + Sync), &'static (dyn Fn(usize) + Sync)>(f) });
-            s.pending.store(self.workers.len(), Ordering::Release);
-            let mut slot = s.job.lock().unwrap_or_else(|e| e.into_inner());
-            *slot = Some(job);
-            s.epoch.fetch_add(1, Ordering::AcqRel);
-            drop(slot);
-            s.wake.notify_all();
+            let f = unsafe { core::mem::transmute::<&(dyn Fn(usize) + Sync), &'static (dyn Fn(usize) + Sync)>(f) };
+            self.post(Job::Run(f));
         }
         if catch_unwind(AssertUnwindSafe(|| f(0))).is_err() {
             s.panicked.store(true, Ordering::Relaxed);
@@ -95,6 +107,45 @@ impl Pool {
             Err(PoolPanic)
         } else {
             Ok(())
+        }
+    }
+}
+
+impl Pool {
+    /// Hands `job` to every worker.
+    fn post(&self, job: Job) {
+        let s = &*self.shared;
+        s.pending.store(self.workers.len(), Ordering::Release);
+        let mut slot = s.job.lock().unwrap_or_else(|e| e.into_inner());
+        *slot = Some(job);
+        s.epoch.fetch_add(1, Ordering::AcqRel);
+        drop(slot);
+        s.wake.notify_all();
+    }
+
+    /// Lets the workers prefetch the first bytes of what each thread reads next, `spans` in the
+    /// order the next job reads them, shared out as its threads will share them (equal parts),
+    /// while the caller goes on alone. Returns at once; the next [`Pool::run`] or `warm` stops
+    /// it. Nothing happens on one thread.
+    pub fn warm(&self, spans: &[&[u8]]) {
+        if self.workers.is_empty() || spans.is_empty() {
+            return;
+        }
+        self.settle();
+        self.shared.cancel.store(false, Ordering::Relaxed);
+        self.shared.warming.store(true, Ordering::Relaxed);
+        self.post(Job::Warm(Arc::new(warm::Plan::new(spans, self.threads()))));
+    }
+
+    /// Stops a warm job that is out and waits for its workers (each checks every few lines).
+    fn settle(&self) {
+        let s = &*self.shared;
+        if s.warming.load(Ordering::Relaxed) {
+            s.cancel.store(true, Ordering::Release);
+            while s.pending.load(Ordering::Acquire) != 0 {
+                std::hint::spin_loop();
+            }
+            s.warming.store(false, Ordering::Relaxed);
         }
     }
 }
@@ -122,12 +173,18 @@ fn worker(s: &Shared, index: usize) {
             return;
         }
         seen = s.epoch.load(Ordering::Acquire);
-        let job = *s.job.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(Job(f)) = job {
+        let job = s.job.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let finished = match job {
             // SAFETY: `run` keeps `f` alive until `pending` reaches 0, which needs this call.
-            if catch_unwind(AssertUnwindSafe(|| unsafe { (*f)(index) })).is_err() {
-                s.panicked.store(true, Ordering::Relaxed);
+            Some(Job::Run(f)) => catch_unwind(AssertUnwindSafe(|| unsafe { (*f)(index) })).is_ok(),
+            Some(Job::Warm(plan)) => {
+                plan.prefetch(index, &s.cancel);
+                true
             }
+            None => true,
+        };
+        if !finished {
+            s.panicked.store(true, Ordering::Relaxed);
         }
         if s.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
             let _guard = s.done.0.lock().unwrap_or_else(|e| e.into_inner());
@@ -138,6 +195,7 @@ fn worker(s: &Shared, index: usize) {
 
 impl Drop for Pool {
     fn drop(&mut self) {
+        self.settle();
         self.shared.stop.store(true, Ordering::Release);
         {
             let _slot = self.shared.job.lock().unwrap_or_else(|e| e.into_inner());

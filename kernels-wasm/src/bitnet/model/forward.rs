@@ -72,6 +72,15 @@ impl<'a> Exec<'a> {
         let _ = self.par.split(xs, width, &work);
     }
 
+    /// The idle workers may prefetch `ws`, which the next [`Self::linears`] reads (in this
+    /// order), while the caller works alone ([`Parallel::warm`]).
+    fn warm(&self, ws: &[&Linear]) {
+        if !self.reference {
+            let spans: Vec<&[u8]> = ws.iter().map(|w| &**w.packed()).collect();
+            self.par.warm(&spans);
+        }
+    }
+
     /// Matrices that read the same input, in one pass ([`Linear::forward_many`]).
     fn linears(&self, ws: &[&Linear], xs: &[f32], outs: &mut [&mut [f32]]) -> Result<(), crate::bitnet::BitnetError> {
         if self.reference {
@@ -264,6 +273,7 @@ impl Attention {
         let at = start * kv_dim..(start + n) * kv_dim;
         let (k, v) = (&mut k_cache[at.clone()], &mut v_cache[at]);
         ex.linears(&[&self.q, &self.k, &self.v], xs, &mut [&mut *q, &mut *k, &mut *v])?;
+        ex.warm(&[&self.o]);
         // Each token's angles once for its query and key, the tokens shared out to the threads.
         let angles = super::par::map(ex.par, n, &|i| Ok(self.rope.angles(start + i)))?;
         ex.rows(q, dim, &|i, q| self.rope.rotate(q, &angles[i]));
@@ -314,6 +324,7 @@ impl Attention {
             }
             Ok(())
         })?;
+        ex.warm(&[&self.o]);
         self.sub_norm.forward(out, ex);
         ex.linear(&self.o, out, y)?;
         Ok(())
@@ -392,6 +403,7 @@ impl Ffn {
         if !fused {
             let up = sized(&mut scratch.up, n * hidden);
             ex.linears(&[&self.up, &self.gate], xs, &mut [&mut *up, &mut *gate])?;
+            ex.warm(&[&self.down]);
             let up = &*up;
             ex.rows(gate, hidden, &|i, g| attend::silu_mul(g, &up[i * hidden..][..hidden]));
         }
@@ -430,9 +442,12 @@ impl Block {
         y: &mut [f32],
         ex: &Exec,
     ) -> Result<(), ModelError> {
+        // Each product's weights are warmed as the one before it ends (the next block's by
+        // the caller of this one).
         h.copy_from_slice(x);
         self.attn_norm.forward(h, ex);
         self.attn.forward(h, start, layer, y, ex)?;
+        ex.warm(&[&self.ffn.up, &self.ffn.gate]);
         x.iter_mut().zip(&*y).for_each(|(x, a)| *x += a);
         h.copy_from_slice(x);
         self.ffn_norm.forward(h, ex);
@@ -470,7 +485,12 @@ impl Model {
         }
         let mut x = self.embed(tokens)?;
         for (b, block) in self.blocks.iter().enumerate() {
+            let a = &block.attn;
+            ex.warm(&[&a.q, &a.k, &a.v]);
             block.forward(&mut x, start, cache.layer(b), ex)?;
+        }
+        if !ex.reference {
+            ex.par.warm(&[&self.output.as_ref().unwrap_or(&self.embed).data]);
         }
         cache.len = start + n;
         self.head(&mut x, ex, which)

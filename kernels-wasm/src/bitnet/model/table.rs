@@ -7,7 +7,7 @@
 //! i goes to lane i mod 32, a separate multiply and add, then a fixed tree over the lanes), so
 //! the AVX2 kernel and the scalar one give the same bits on every machine.
 
-use super::par::Parallel;
+use super::par::{Disjoint, Parallel};
 use super::qtable;
 use super::ModelError;
 use crate::bitnet::blob::Blob;
@@ -110,7 +110,13 @@ impl Table {
         #[cfg(target_arch = "x86_64")]
         let rows_512 = simd && self.ty == GgmlType::F16 && k.is_multiple_of(LANES) && crate::bitnet::wide::avx512();
         for (x, o) in xr.chunks_exact(k).zip(out.chunks_exact_mut(m)) {
-            par.split(o, 1, &|first, chunk| {
+            // Ranges rather than one static chunk a thread: a thread that finishes first takes
+            // rows from the back of the other's share (see `Parallel::ranges`).
+            let dest = Disjoint::new(o);
+            par.ranges(m, &|rows| {
+                let first = rows.start;
+                // SAFETY: `ranges` hands out disjoint ranges of 0..m.
+                let chunk = unsafe { dest.range_mut(rows) };
                 #[cfg(target_arch = "x86_64")]
                 if rows_512 {
                     let bytes = &self.data[first * k * 2..(first + chunk.len()) * k * 2];
