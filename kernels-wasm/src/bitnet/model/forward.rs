@@ -75,9 +75,14 @@ impl<'a> Exec<'a> {
     /// The idle workers may prefetch `ws`, which the next [`Self::linears`] reads (in this
     /// order), while the caller works alone ([`Parallel::warm`]).
     fn warm(&self, ws: &[&Linear]) {
+        let spans: Vec<&[u8]> = ws.iter().map(|w| &**w.packed()).collect();
+        self.warm_spans(&spans);
+    }
+
+    /// [`Self::warm`] for any bytes (the output layer's table); the reference needs no hints.
+    fn warm_spans(&self, spans: &[&[u8]]) {
         if !self.reference {
-            let spans: Vec<&[u8]> = ws.iter().map(|w| &**w.packed()).collect();
-            self.par.warm(&spans);
+            self.par.warm(spans);
         }
     }
 
@@ -324,6 +329,7 @@ impl Attention {
             }
             Ok(())
         })?;
+        // Again: the attention's job cancelled the first hint (the lines it brought stay).
         ex.warm(&[&self.o]);
         self.sub_norm.forward(out, ex);
         ex.linear(&self.o, out, y)?;
@@ -489,9 +495,7 @@ impl Model {
             ex.warm(&[&a.q, &a.k, &a.v]);
             block.forward(&mut x, start, cache.layer(b), ex)?;
         }
-        if !ex.reference {
-            ex.par.warm(&[&self.output.as_ref().unwrap_or(&self.embed).data]);
-        }
+        ex.warm_spans(&[&self.output.as_ref().unwrap_or(&self.embed).data]);
         cache.len = start + n;
         self.head(&mut x, ex, which)
     }
