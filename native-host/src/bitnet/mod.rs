@@ -84,33 +84,55 @@ pub fn peak_rss() -> Option<u64> {
     line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kb| kb * 1024)
 }
 
-/// A progress bar on stderr: `[#####     ]  45 % what`.
+/// Progress of a long write on stderr: a bar (`indicatif`) on a terminal; elsewhere (CI logs,
+/// pipes), where a redrawn bar would pile up copies, one line every few seconds and one at the
+/// end.
 pub struct Progress {
+    bar: indicatif::ProgressBar,
     total: u64,
     done: u64,
-    shown: Option<u64>,
+    /// Off a terminal: when the last line was printed.
+    logged: Option<std::time::Instant>,
 }
+
+/// Seconds between progress lines off a terminal.
+const LOG_EVERY_S: u64 = 5;
 
 impl Progress {
     pub fn new(total: u64) -> Progress {
-        Progress { total: total.max(1), done: 0, shown: None }
+        let total = total.max(1);
+        let bar = indicatif::ProgressBar::new(total);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("[{bar:25}] {percent:>3} % {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                .progress_chars("## "),
+        );
+        // `indicatif` draws nothing where stderr is not a terminal.
+        let logged = bar.is_hidden().then(std::time::Instant::now);
+        Progress { bar, total, done: 0, logged }
     }
 
     pub fn add(&mut self, n: u64, what: &str) {
         if n == 0 {
             return;
         }
-        self.done += n;
-        let pct = self.done * 100 / self.total;
-        if self.shown != Some(pct) || self.done == self.total {
-            self.shown = Some(pct);
-            let bar = (pct / 4) as usize;
-            let mut err = std::io::stderr();
-            let _ = write!(err, "\r[{}{}] {pct:3} % {what:<40}", "#".repeat(bar), " ".repeat(25 - bar));
-            if self.done >= self.total {
-                let _ = writeln!(err);
+        self.done = (self.done + n).min(self.total);
+        self.bar.set_message(what.to_string());
+        self.bar.set_position(self.done);
+        let finished = self.done >= self.total;
+        if let Some(last) = &mut self.logged {
+            if finished || last.elapsed().as_secs() >= LOG_EVERY_S {
+                *last = std::time::Instant::now();
+                eprintln!(
+                    "{:3} % ({} of {} MB) {what}",
+                    self.done * 100 / self.total,
+                    self.done >> 20,
+                    self.total >> 20
+                );
             }
-            let _ = err.flush();
+        }
+        if finished {
+            self.bar.finish();
         }
     }
 }
