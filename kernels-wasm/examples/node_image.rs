@@ -9,7 +9,7 @@
 //! This proves that the node program (kernels, framing, budget, the BitNet blocks) builds and links
 //! for a microcontroller without `std`, atomics or an OS, and gives its code size. It is not a
 //! bootable firmware: there is no startup code (stack pointer, clocks, watchdogs) and the PSRAM is
-//! not mapped; a board build adds those through Espressif's `esp-hal` (see the README). The UART
+//! not mapped; a board build adds those through Espressif's `esp-hal` (see docs/esp32.md). The UART
 //! registers are the ESP32-C3's UART0 (FIFO at 0x6000_0000, status at +0x1C); the image has not
 //! run on a board.
 #![cfg_attr(target_os = "none", no_std, no_main)]
