@@ -88,9 +88,8 @@ pub fn peak_rss() -> Option<u64> {
 /// pipes), where a redrawn bar would pile up copies, one line every few seconds and one at the
 /// end.
 pub struct Progress {
+    /// Holds the position and the total too, drawn or not.
     bar: indicatif::ProgressBar,
-    total: u64,
-    done: u64,
     /// Off a terminal: when the last line was printed.
     logged: Option<std::time::Instant>,
 }
@@ -100,8 +99,7 @@ const LOG_EVERY_S: u64 = 5;
 
 impl Progress {
     pub fn new(total: u64) -> Progress {
-        let total = total.max(1);
-        let bar = indicatif::ProgressBar::new(total);
+        let bar = indicatif::ProgressBar::new(total.max(1));
         bar.set_style(
             indicatif::ProgressStyle::with_template("[{bar:25}] {percent:>3} % {msg}")
                 .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
@@ -109,26 +107,22 @@ impl Progress {
         );
         // `indicatif` draws nothing where stderr is not a terminal.
         let logged = bar.is_hidden().then(std::time::Instant::now);
-        Progress { bar, total, done: 0, logged }
+        Progress { bar, logged }
     }
 
     pub fn add(&mut self, n: u64, what: &str) {
         if n == 0 {
             return;
         }
-        self.done = (self.done + n).min(self.total);
+        let total = self.bar.length().unwrap_or(1);
+        let done = (self.bar.position() + n).min(total);
         self.bar.set_message(what.to_string());
-        self.bar.set_position(self.done);
-        let finished = self.done >= self.total;
+        self.bar.set_position(done);
+        let finished = done >= total;
         if let Some(last) = &mut self.logged {
             if finished || last.elapsed().as_secs() >= LOG_EVERY_S {
                 *last = std::time::Instant::now();
-                eprintln!(
-                    "{:3} % ({} of {} MB) {what}",
-                    self.done * 100 / self.total,
-                    self.done >> 20,
-                    self.total >> 20
-                );
+                eprintln!("{:3} % ({} of {} MiB) {what}", done * 100 / total, done >> 20, total >> 20);
             }
         }
         if finished {
