@@ -109,9 +109,7 @@ impl Pool {
             Ok(())
         }
     }
-}
 
-impl Pool {
     /// Hands `job` to every worker.
     fn post(&self, job: Job) {
         let s = &*self.shared;
