@@ -90,19 +90,7 @@ impl Pool {
         if catch_unwind(AssertUnwindSafe(|| f(0))).is_err() {
             s.panicked.store(true, Ordering::Relaxed);
         }
-        // Wait for the workers: spin first (the usual case is a few microseconds), then sleep.
-        let mut spins = 0;
-        while s.pending.load(Ordering::Acquire) != 0 {
-            if spins < SPIN {
-                spins += 1;
-                std::hint::spin_loop();
-            } else {
-                let guard = s.done.0.lock().unwrap_or_else(|e| e.into_inner());
-                if s.pending.load(Ordering::Acquire) != 0 {
-                    drop(s.done.1.wait_timeout(guard, std::time::Duration::from_millis(1)));
-                }
-            }
-        }
+        self.wait_idle();
         if s.panicked.load(Ordering::Relaxed) {
             Err(PoolPanic)
         } else {
@@ -140,10 +128,28 @@ impl Pool {
         let s = &*self.shared;
         if s.warming.load(Ordering::Relaxed) {
             s.cancel.store(true, Ordering::Release);
-            while s.pending.load(Ordering::Acquire) != 0 {
-                std::hint::spin_loop();
-            }
+            self.wait_idle();
             s.warming.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// Waits until every worker has finished the current job: spin first (the usual case is a
+    /// few microseconds), then sleep. Never spin without bound: when there are more threads than
+    /// cores (tests running side by side, a busy machine), the worker we wait for may be the one
+    /// our spinning keeps off its core.
+    fn wait_idle(&self) {
+        let s = &*self.shared;
+        let mut spins = 0;
+        while s.pending.load(Ordering::Acquire) != 0 {
+            if spins < SPIN {
+                spins += 1;
+                std::hint::spin_loop();
+            } else {
+                let guard = s.done.0.lock().unwrap_or_else(|e| e.into_inner());
+                if s.pending.load(Ordering::Acquire) != 0 {
+                    drop(s.done.1.wait_timeout(guard, std::time::Duration::from_millis(1)));
+                }
+            }
         }
     }
 }
