@@ -163,7 +163,7 @@ where
     let mut r = Runner::new(c);
     r.executor = Some(alloc::boxed::Box::new(exec));
     let (mut failed, mut ran) = (Vec::new(), Vec::new());
-    for (i, k) in kernels().into_iter().filter(|k| names.is_empty() || names.contains(&k.name)).enumerate() {
+    for k in kernels().into_iter().filter(|k| names.is_empty() || names.contains(&k.name)) {
         let (kernel, p, _) = k.machine(k.ptx, &spec).unwrap();
         match r.launch_async(&kernel.program, &p.memory, &p.launch, 100_000).await {
             Ok(report) if p.read_arrays(&report.global) == k.expected(&p) => {
