@@ -55,15 +55,17 @@ pub fn run(seconds: u32) -> Result<()> {
         // New inputs go to a scratch corpus, so the committed one changes only on purpose.
         let scratch = target_dir.join("corpus").join(t);
         std::fs::create_dir_all(&scratch)?;
-        let status = Command::new("cargo")
-            .args(["+nightly", "fuzz", "run", "--target-dir"])
-            .arg(&target_dir)
-            .arg(t)
-            .arg(&scratch)
-            .arg(&corpus)
-            .args(["--", &format!("-max_total_time={seconds}"), "-print_final_stats=1"])
-            .current_dir(&dir)
-            .status()?;
+        let status = crate::logged::status(
+            &format!("cargo fuzz run {t}"),
+            Command::new("cargo")
+                .args(["+nightly", "fuzz", "run", "--target-dir"])
+                .arg(&target_dir)
+                .arg(t)
+                .arg(&scratch)
+                .arg(&corpus)
+                .args(["--", &format!("-max_total_time={seconds}"), "-print_final_stats=1"])
+                .current_dir(&dir),
+        )?;
         if !status.success() {
             failed.push(t.clone());
         }

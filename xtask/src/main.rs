@@ -4,6 +4,7 @@
 
 mod fetch;
 mod fuzz;
+mod logged;
 mod procs;
 mod serve;
 mod setup;
@@ -32,6 +33,8 @@ enum Command {
         #[arg(long, default_value_t = 120)]
         seconds: u32,
     },
+    /// Refresh docs/screenshots (the README's pictures of each tab) from the e2e suite's tab tour.
+    Screenshots,
     /// Time the BitNet kernels in headless Chromium (wasm scalar vs simd128) and print a table.
     WasmBench,
     /// Only install the prerequisites (what serve and test do first).
@@ -48,6 +51,7 @@ fn main() {
         Command::Serve(args) => serve::run(args),
         Command::Test(args) => test::run(args),
         Command::WasmBench => test::wasm_bench(),
+        Command::Screenshots => test::screenshots(),
         Command::Soak { seconds } => fuzz::soak(seconds),
         Command::Setup { test } => {
             setup::prerequisites(if test { setup::For::Test } else { setup::For::Serve }).map(drop)

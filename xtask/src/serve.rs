@@ -4,7 +4,7 @@
 use crate::procs::{self, Proc};
 use crate::setup::{self, For};
 use crate::{root, step};
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
@@ -75,11 +75,10 @@ pub fn run(args: Args) -> Result<()> {
 /// Builds the bridge and returns the path of its binary.
 pub fn build_native_host() -> Result<PathBuf> {
     step("building native-host (cargo build -p native-host)");
-    let status = Command::new("cargo")
-        .args(["build", "-p", "native-host"])
-        .current_dir(root())
-        .status()
-        .context("running cargo")?;
+    let status = crate::logged::status(
+        "cargo build -p native-host",
+        Command::new("cargo").args(["build", "-p", "native-host"]).current_dir(root()),
+    )?;
     if !status.success() {
         bail!("building native-host failed; the compiler's messages are above");
     }

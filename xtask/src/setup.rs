@@ -74,7 +74,7 @@ pub fn prerequisites(purpose: For) -> Result<Tools> {
 pub fn timed(what: &str, cmd: &mut Command) -> Result<()> {
     println!("    running: {what}");
     let start = Instant::now();
-    let status = cmd.status().with_context(|| format!("could not start: {what}"))?;
+    let status = crate::logged::status(what, cmd)?;
     if !status.success() {
         bail!("`{what}` failed ({status})");
     }

@@ -160,7 +160,9 @@ pub fn run(args: Args) -> Result<()> {
 }
 
 fn cargo(args: &[&str], env: &[(&str, &str)]) -> Result<()> {
-    let status = Command::new("cargo").args(args).envs(env.iter().copied()).current_dir(root()).status()?;
+    let what = format!("cargo {}", args.join(" "));
+    let status =
+        crate::logged::status(&what, Command::new("cargo").args(args).envs(env.iter().copied()).current_dir(root()))?;
     if !status.success() {
         bail!("`cargo {}` failed ({status})", args.join(" "));
     }
@@ -217,27 +219,53 @@ fn avx512() -> Result<()> {
 }
 
 fn e2e(tools: &setup::Tools) -> Result<()> {
-    let native_host = build_native_host()?;
-    procs::ensure_free(E2E_BRIDGE_PORT, "another `cargo xtask test` running?")?;
-    let mut web = serve_e2e_page(tools)?;
-    let root = root();
-    let dir = root.join("target/e2e");
-    // The test itself starts, stops and restarts the bridge (reconnection is part of what it checks).
-    let status = Command::new("node")
-        .args(["--test", "--test-concurrency=1"])
-        .current_dir(root.join("web/e2e"))
-        .env("E2E_WEB_URL", format!("http://127.0.0.1:{E2E_WEB_PORT}"))
-        .env("E2E_BRIDGE_PORT", E2E_BRIDGE_PORT.to_string())
-        .env("NATIVE_HOST_BIN", &native_host)
-        .env("E2E_SCREENSHOTS", dir.join("screenshots"))
-        .env("E2E_MODELS_DIR", tools.smollm2.parent().unwrap_or(&root))
-        .status()?;
-    web.stop();
+    let shots = root().join("target/e2e/screenshots");
+    let status = run_e2e(tools, &shots, &[])?;
     if !status.success() {
         bail!("end-to-end tests failed ({status})");
     }
-    println!("screenshots: {}", dir.join("screenshots").display());
+    println!("screenshots: {}", shots.display());
     Ok(())
+}
+
+/// `cargo xtask screenshots`: the e2e test that visits every tab, run alone, saving its pictures
+/// into docs/screenshots (the README's).
+pub fn screenshots() -> Result<()> {
+    let tools = setup::prerequisites(For::Test)?;
+    procs::catch_signals();
+    step("screenshots of every tab: the e2e suite's tab tour, into docs/screenshots");
+    let shots = root().join("docs/screenshots");
+    let status = run_e2e(&tools, &shots, &["--test-name-pattern=screenshot"])?;
+    if !status.success() {
+        bail!("the screenshot test failed ({status}); docs/screenshots may be partly updated");
+    }
+    println!("screenshots: {}", shots.display());
+    Ok(())
+}
+
+/// The e2e tests (`node --test` in web/e2e, with `extra` arguments) against a fresh build of the
+/// bridge and the page, screenshots into `shots`.
+fn run_e2e(tools: &setup::Tools, shots: &std::path::Path, extra: &[&str]) -> Result<std::process::ExitStatus> {
+    let native_host = build_native_host()?;
+    procs::ensure_free(E2E_BRIDGE_PORT, "another `cargo xtask test` running?")?;
+    std::fs::create_dir_all(shots)?;
+    let mut web = serve_e2e_page(tools)?;
+    let root = root();
+    // The test itself starts, stops and restarts the bridge (reconnection is part of what it checks).
+    let status = crate::logged::status(
+        "node --test (web/e2e)",
+        Command::new("node")
+            .args(["--test", "--test-concurrency=1"])
+            .args(extra)
+            .current_dir(root.join("web/e2e"))
+            .env("E2E_WEB_URL", format!("http://127.0.0.1:{E2E_WEB_PORT}"))
+            .env("E2E_BRIDGE_PORT", E2E_BRIDGE_PORT.to_string())
+            .env("NATIVE_HOST_BIN", &native_host)
+            .env("E2E_SCREENSHOTS", shots)
+            .env("E2E_MODELS_DIR", tools.smollm2.parent().unwrap_or(&root)),
+    );
+    web.stop();
+    status
 }
 
 /// `trunk serve` of the playground on the e2e port (the same build as Trunk.toml), ready to load.
@@ -245,7 +273,7 @@ fn serve_e2e_page(tools: &setup::Tools) -> Result<Proc> {
     procs::ensure_free(E2E_WEB_PORT, "another `cargo xtask test` running?")?;
     let root = root();
     let dir = root.join("target/e2e");
-    std::fs::create_dir_all(dir.join("screenshots"))?;
+    std::fs::create_dir_all(&dir)?;
     // The same playground as Trunk.toml, on the e2e ports. Absolute paths: trunk resolves them
     // against the config's own directory.
     let config = format!(
@@ -274,11 +302,13 @@ pub fn wasm_bench() -> Result<()> {
     procs::catch_signals();
     step("serving the playground and timing the kernels in headless Chromium");
     let mut web = serve_e2e_page(&tools)?;
-    let status = Command::new("node")
-        .arg("wasm-bench.mjs")
-        .current_dir(root().join("web/e2e"))
-        .env("E2E_WEB_URL", format!("http://127.0.0.1:{E2E_WEB_PORT}"))
-        .status();
+    let status = crate::logged::status(
+        "node wasm-bench.mjs",
+        Command::new("node")
+            .arg("wasm-bench.mjs")
+            .current_dir(root().join("web/e2e"))
+            .env("E2E_WEB_URL", format!("http://127.0.0.1:{E2E_WEB_PORT}")),
+    );
     web.stop();
     if !status?.success() {
         bail!("the wasm benchmark failed");
