@@ -95,3 +95,31 @@ export function tryWebSocket(page, url) {
     setTimeout(() => { ws.close(); resolve(r); }, 4000);
   }), url);
 }
+
+/** What the chart `testid` draws: its bars, points and group labels, with the values they carry. */
+export function chart(page, testid) {
+  return page.$eval(`[data-testid=${testid}]`, (fig) => ({
+    bars: [...fig.querySelectorAll('[data-testid=chart-bar]')].map((b) => ({
+      group: Number(b.dataset.group), series: Number(b.dataset.series), value: Number(b.dataset.value), height: Number(b.getAttribute('height')),
+    })),
+    points: [...fig.querySelectorAll('[data-testid=chart-point]')].map((p) => ({
+      series: Number(p.dataset.series), x: Number(p.dataset.x), value: Number(p.dataset.value),
+    })),
+    groups: [...fig.querySelectorAll('[data-testid=chart-group]')].map((g) => g.dataset.label),
+    // Where each group's label is drawn, to check that none runs into another.
+    labelBoxes: [...fig.querySelectorAll('[data-testid=chart-group]')].map((g) => {
+      const r = g.getBoundingClientRect();
+      return { x: r.x, y: r.y, width: r.width, height: r.height };
+    }),
+  }));
+}
+
+/** Whether two bounding boxes share any area. */
+export function overlaps(a, b) {
+  return a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height;
+}
+
+/** The rate of a run from its per-token rates: tokens over the sum of their times. */
+export function harmonicMean(rates) {
+  return rates.length / rates.reduce((s, r) => s + 1 / r, 0);
+}

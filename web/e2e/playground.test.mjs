@@ -6,6 +6,7 @@ import http from 'node:http';
 import { mkdirSync } from 'node:fs';
 import {
   WEB, BRIDGE_PORT, TOKEN, SHOTS, MODELS_DIR, startBridge, stopBridge, probe, launch, open, bridgeState, tryWebSocket,
+  chart, overlaps, harmonicMean,
 } from './harness.mjs';
 
 let browser;
@@ -38,6 +39,26 @@ test('page loads, wasm starts, the bridge connects and its capabilities appear',
   await page.close();
 });
 
+/** The quickest run of each tab, for its screenshot. */
+async function prepareForPicture(page, tab) {
+  if (tab === 'qwengpu') {
+    await page.selectOption('[data-testid=qwengpu-kernel]', { label: 'bitonic_sort' });
+    await page.click('[data-testid=qwengpu-run]');
+    await page.fill('[data-testid=step-slider]', '12');
+    await page.dispatchEvent('[data-testid=step-slider]', 'input');
+  } else if (tab === 'ebpf' && (await probe()).ebpf.available) {
+    await page.waitForSelector('[data-testid=ebpf-model][data-loaded=true]', { state: 'attached' });
+    await page.selectOption('[data-testid=ebpf-model]', 'tiny random Qwen3');
+    await page.fill('[data-testid=ebpf-n]', '4');
+    await page.dispatchEvent('[data-testid=ebpf-n]', 'change');
+    await page.click('[data-testid=ebpf-run]');
+    await page.waitForFunction(() => /^done: /.test(document.querySelector('[data-testid=ebpf-summary]').textContent), null, { timeout: 60_000 });
+  } else if (tab === 'esp32') {
+    await page.click('[data-testid=esp32-run]');
+    await page.waitForSelector('[data-testid=esp32-summary]', { timeout: 120_000 });
+  }
+}
+
 test('tabs switch, each says honestly what it is, and a screenshot of each is saved', async () => {
   const page = await open(browser);
   await bridgeState(page, 'connected');
@@ -59,7 +80,10 @@ test('tabs switch, each says honestly what it is, and a screenshot of each is sa
       assert.ok((await page.textContent('[data-testid=ebpf-host]')).includes(expected.ebpf.detail));
     }
     assert.ok(page.url().endsWith(`#${tab}`), page.url());
-    await page.screenshot({ path: `${SHOTS}/tab-${tab}.png`, fullPage: true });
+    // The README's pictures (`cargo xtask screenshots` refreshes docs/screenshots from here):
+    // each tab after its quickest run, so there is something to see.
+    await prepareForPicture(page, tab);
+    await page.screenshot({ path: `${SHOTS}/tab-${tab}.png`, fullPage: true, clip: { x: 0, y: 0, width: 1280, height: 1500 } });
   }
   // A deep link opens its tab.
   const deep = await open(browser, `?token=${TOKEN}`, '#esp32');
@@ -67,6 +91,50 @@ test('tabs switch, each says honestly what it is, and a screenshot of each is sa
   page.assertNoErrors();
   deep.assertNoErrors();
   await deep.close();
+  await page.close();
+});
+
+test('links: the tab and its choices open from the address bar, and bad values fall back with a note', async () => {
+  // Every choice from the link, no note.
+  let page = await open(browser, '', '#bitnet?format=TL2&shape=32x224&weights=f32&seed=7');
+  await page.waitForFunction(() => /TL2: .*three_k=192 two_k=32/.test(document.querySelector('[data-testid=bitnet-summary]')?.textContent ?? ''));
+  assert.equal(await page.inputValue('[data-testid=bitnet-format]'), 'TL2');
+  assert.equal(await page.inputValue('[data-testid=bitnet-shape]'), '2');
+  assert.equal(await page.inputValue('[data-testid=bitnet-source]'), 'f32');
+  assert.equal(await page.inputValue('[data-testid=bitnet-seed]'), '7');
+  assert.equal(await page.$('[data-testid=link-note]'), null);
+  page.assertNoErrors();
+  await page.close();
+
+  // A kernel chosen in the page goes to the address bar and comes back on reload.
+  page = await open(browser, '', '#qwengpu?kernel=warp_scan');
+  await page.waitForSelector('[data-testid=qwengpu-tab]');
+  const label = () => page.$eval('[data-testid=qwengpu-kernel]', (s) => s.selectedOptions[0].textContent);
+  assert.equal(await label(), 'warp_scan');
+  assert.match(await page.inputValue('[data-testid=qwengpu-cuda]'), /warp_scan/);
+  await page.selectOption('[data-testid=qwengpu-kernel]', { label: 'vadd' });
+  assert.ok(page.url().endsWith('#qwengpu?kernel=vadd'), page.url());
+  await page.reload();
+  await page.waitForSelector('[data-testid=qwengpu-tab]');
+  assert.equal(await label(), 'vadd');
+  // Switching tabs drops the other tab's choices.
+  await page.click('button[data-tab=esp32]');
+  assert.ok(page.url().endsWith('#esp32'), page.url());
+  page.assertNoErrors();
+  await page.close();
+
+  // Values the page cannot use: the defaults, and a note naming each.
+  page = await open(browser, '', '#bitnet?format=TL9&shape=1x1&seed=-3');
+  await page.waitForSelector('[data-testid=link-note]');
+  const note = await page.textContent('[data-testid=link-note]');
+  for (const bad of ['format="TL9"', 'shape="1x1"', 'seed="-3"']) assert.ok(note.includes(bad), note);
+  assert.equal(await page.inputValue('[data-testid=bitnet-format]'), 'TL1');
+  assert.equal(await page.inputValue('[data-testid=bitnet-shape]'), '0');
+  await page.close();
+  page = await open(browser, '', '#nosuchtab?x=1');
+  await page.waitForSelector('main[data-panel=bitnet]');
+  assert.match(await page.textContent('[data-testid=link-note]'), /tab "nosuchtab" does not exist; showing BitNet LUT/);
+  page.assertNoErrors();
   await page.close();
 });
 
@@ -106,6 +174,14 @@ test('components: heatmap hover, step controls, timeline, virtual table', async 
   assert.equal(spans.length, 40);
   await spans[0].hover();
   assert.match(await page.textContent('[data-testid=timeline-readout]'), /^L0\.rmsnorm: [0-9.]+ µs \(at 0 ns\)$/);
+  // The zoom buttons sit clear of the caption's text.
+  const label = await (await page.$('[data-testid=timeline-label]')).boundingBox();
+  const buttons = await page.$$('.timeline .zoom-controls > *');
+  assert.equal(buttons.length, 6);
+  for (const b of buttons) {
+    const box = await b.boundingBox();
+    assert.ok(!overlaps(label, box), `caption ${JSON.stringify(label)} and ${await b.textContent()} ${JSON.stringify(box)}`);
+  }
 
   // Virtual table: 100,000 rows, a few dozen in the DOM, the last one reachable.
   const domRows = () => page.$$eval('.vtable-row', (r) => r.length);
@@ -175,6 +251,10 @@ test('BitNet tab: step through TL2 qgemm_lut, outputs within the bound, wasm ben
   await page.waitForSelector('[data-testid=bitnet-no-trace]');
   await page.waitForSelector('[data-testid=gpu-status][data-state=ready]', { timeout: 30_000 });
   const adapter = await page.textContent('[data-testid=gpu-status]');
+  // Before any benchmark the chart says what will fill it, and draws no bar.
+  const before = await chart(page, 'bitnet-bench-chart');
+  assert.equal(before.bars.length, 0);
+  assert.match(await page.textContent('[data-testid=bitnet-bench-chart] [data-testid=chart-empty]'), /press benchmark/);
   await page.click('[data-testid=bench-run]');
   await page.waitForSelector('[data-testid=bench-results] tr[data-backend=webgpu]', { timeout: 120_000 });
   const bench = await page.$$eval('[data-testid=bench-results] tbody tr', (rows) => rows.map((r) => ({
@@ -186,6 +266,14 @@ test('BitNet tab: step through TL2 qgemm_lut, outputs within the bound, wasm ben
   for (const b of bench) assert.ok(b.gws > 0 && b.identical === 'yes', JSON.stringify(b));
   console.log(`# wasm TL1 768x3072: scalar ${bench[0].gws} Gw/s, simd128 ${bench[1].gws} Gw/s (x${bench[1].ratio}), webgpu ${bench[2].gws} Gw/s`);
   console.log(`# ${adapter}`);
+  // The chart draws the same rates: one bar per backend, heights in proportion to the values.
+  const drawn = await chart(page, 'bitnet-bench-chart');
+  assert.deepEqual(drawn.groups, ['TL1 768×3072']);
+  assert.deepEqual(drawn.bars.map((b) => b.series), [0, 1, 2]);
+  drawn.bars.forEach((b, i) => assert.ok(Math.abs(b.value - bench[i].gws) <= 5e-4 + 1e-3 * b.value, `${b.value} vs ${bench[i].gws}`));
+  assert.equal(await page.$('[data-testid=bitnet-bench-chart] [data-testid=chart-empty]'), null);
+  const perUnit = drawn.bars.map((b) => b.height / b.value);
+  assert.ok(perUnit.every((u) => Math.abs(u - perUnit[0]) <= 1e-6 * perUnit[0]), perUnit.join());
   await page.screenshot({ path: `${SHOTS}/bitnet-bench-webgpu.png`, fullPage: true });
   // The backend selector runs one backend alone.
   const rowsOf = () => page.$$eval('[data-testid=bench-results] tbody tr', (rows) => rows.map((r) =>
@@ -198,6 +286,12 @@ test('BitNet tab: step through TL2 qgemm_lut, outputs within the bound, wasm ben
   await page.click('[data-testid=bench-run]');
   await page.waitForSelector('[data-testid=bench-results] tr[data-backend=simd128]', { timeout: 120_000 });
   assert.deepEqual(await rowsOf(), [['simd128', 'yes']]);
+  // The choices are in the address bar, and a reload opens the same view.
+  assert.ok(page.url().endsWith('#bitnet?format=TL1&shape=768x3072&weights=ternary&seed=1'), page.url());
+  await page.reload();
+  await page.waitForSelector('[data-testid=bitnet-no-trace]');
+  assert.equal(await page.inputValue('[data-testid=bitnet-format]'), 'TL1');
+  assert.equal(await page.inputValue('[data-testid=bitnet-shape]'), '4');
   page.assertNoErrors();
   await page.close();
 });
@@ -215,6 +309,11 @@ test('BitNet tab: a whole model generates in the page, bitnet.cpp\'s own output 
   assert.equal(stats.matches, 'true', JSON.stringify(stats));
   assert.ok(Number(stats.tps) > 0);
   console.log(`# wasm: bitnet.cpp's tiny model, ${stats.tps} tok/s`);
+  // The chart has each token's rate; together they make the run's.
+  const speed = await chart(page, 'bitnet-model-chart');
+  assert.deepEqual(speed.points.map((p) => p.x), [...Array(32).keys()].map((i) => i + 1));
+  const overall = harmonicMean(speed.points.map((p) => p.value));
+  assert.ok(Math.abs(overall - Number(stats.tps)) <= 0.01 + 1e-3 * overall, `${overall} vs ${stats.tps}`);
   // The 125M dummy layout (I2_S), built in the page, then 8 tokens on simd128.
   await page.selectOption('[data-testid=bitnet-model-source]', '2');
   await page.fill('[data-testid=bitnet-model-prompt]', 'hello world');
@@ -256,6 +355,12 @@ test('ESP32 tab: a model split across nodes in the page and on the bridge, with 
     assert.equal((await page.$$('[data-testid=timeline-span]')).length, 6);
     // Each node's own account: 32 forwards (the prompt, then 31 tokens).
     assert.equal((await page.textContent('[data-testid=esp32-reports]')).match(/32 forwards/g)?.length, 2);
+    // The speed chart: a point per generation step, together the modelled rate of the run.
+    const speed = await chart(page, 'esp32-speed-chart');
+    const modelled = speed.points.filter((p) => p.series === 0).map((p) => p.value);
+    assert.equal(modelled.length, 31, JSON.stringify(speed.points.slice(0, 3)));
+    const overall = harmonicMean(modelled);
+    assert.ok(Math.abs(overall - Number(summary.modelled)) <= 5e-4 + 1e-3 * overall, `${overall} vs ${summary.modelled}`);
     console.log(`# ESP32 cluster (${where}): ${await page.textContent('[data-testid=esp32-summary]')}`);
   };
   await run('in the page');
@@ -324,12 +429,15 @@ test('eBPF tab: a run in the kernel streams tokens, a timeline of BPF calls, tot
   // The bridge's model list arrives; the tiny random model is always offered, last.
   await page.waitForSelector('[data-testid=ebpf-model][data-loaded=true]', { state: 'attached' });
   await page.selectOption('[data-testid=ebpf-model]', 'tiny random Qwen3');
+  assert.match(await page.textContent('[data-testid=ebpf-heading]'), /a Qwen3 forward pass/);
   await page.fill('[data-testid=ebpf-ids]', '7, 300, 12');
   await page.fill('[data-testid=ebpf-n]', '6');
   await page.dispatchEvent('[data-testid=ebpf-n]', 'change');
   await page.click('[data-testid=ebpf-run]');
   await page.waitForFunction(() => /^done: /.test(document.querySelector('[data-testid=ebpf-summary]').textContent), null, { timeout: 60_000 });
   const summary = await page.textContent('[data-testid=ebpf-summary]');
+  // What the bridge reported loading names the architecture too (it once read "a 1) forward pass").
+  assert.match(await page.textContent('[data-testid=ebpf-heading]'), /a Qwen3 forward pass/);
   const calls = Number(/([0-9]+) BPF calls\/token/.exec(summary)[1]);
   assert.ok(calls > 0, summary);
   // 3 prompt ids and 6 generated: one token event per position but the last.
@@ -358,6 +466,18 @@ test('eBPF tab: a run in the kernel streams tokens, a timeline of BPF calls, tot
   assert.ok(Math.abs(top[0][1] - top[0][3]) < 0.05, JSON.stringify(top));
   const ops = await page.$$eval('[data-testid=ebpf-op-total] td:first-child', (tds) => tds.map((t) => t.textContent));
   assert.ok(ops.includes('attention') && ops.some((o) => o.startsWith('q|k|v')), ops.join());
+  // The totals as bars: kernel and wall time per operator, as the table says.
+  const kernelMs = await page.$$eval('[data-testid=ebpf-op-total] td:nth-child(3)', (tds) => tds.map((t) => Number(t.textContent)));
+  const bars = await chart(page, 'ebpf-op-chart');
+  assert.deepEqual(bars.groups, ops);
+  // Long operator names wrap within their group: no label runs into its neighbour.
+  for (let i = 1; i < bars.labelBoxes.length; i++) {
+    assert.ok(!overlaps(bars.labelBoxes[i - 1], bars.labelBoxes[i]), `${ops[i - 1]} / ${ops[i]}: ${JSON.stringify(bars.labelBoxes)}`);
+  }
+  assert.equal(bars.bars.length, 2 * ops.length);
+  for (const b of bars.bars.filter((b) => b.series === 0)) {
+    assert.ok(Math.abs(b.value - kernelMs[b.group]) <= 0.006, `${ops[b.group]}: ${b.value} vs ${kernelMs[b.group]}`);
+  }
   const verifier = await page.$$eval('[data-testid=ebpf-verifier] td:last-child', (tds) => tds.map((t) => Number(t.textContent)));
   assert.ok(verifier.length >= 6 && verifier.every((n) => n > 0), verifier.join());
   await page.screenshot({ path: `${SHOTS}/ebpf-run.png`, fullPage: true });
@@ -380,6 +500,8 @@ test('eBPF tab: the real SmolLM2 answers a text prompt, every multiply in the ke
   // SmolLM2 is the default once the bridge's list arrives.
   await page.waitForSelector('[data-testid=ebpf-model][data-loaded=true]', { state: 'attached' });
   await page.waitForFunction(() => /smollm2/i.test(document.querySelector('[data-testid=ebpf-model]').value), null, { timeout: 10_000 });
+  // The heading names what runs: SmolLM2 is a llama.
+  assert.match(await page.textContent('[data-testid=ebpf-heading]'), /a llama forward pass/);
   await page.fill('[data-testid=ebpf-text]', 'The capital of France is');
   await page.uncheck('[data-testid=ebpf-chat]');
   await page.fill('[data-testid=ebpf-n]', '3');
@@ -387,6 +509,7 @@ test('eBPF tab: the real SmolLM2 answers a text prompt, every multiply in the ke
   await page.click('[data-testid=ebpf-run]');
   await page.waitForFunction(() => /^done: /.test(document.querySelector('[data-testid=ebpf-summary]').textContent), null, { timeout: 120_000 });
   assert.match(await page.textContent('[data-testid=ebpf-summary]'), /GGUF llama: 30 layers/);
+  assert.match(await page.textContent('[data-testid=ebpf-heading]'), /a llama forward pass/);
   // The prompt as the model's tokenizer split it, and the answer's tokens as text.
   assert.equal(await page.textContent('[data-testid=ebpf-prompt]'), 'The␣capital␣of␣France␣is');
   const answer = await page.$$eval('[data-testid=ebpf-token][data-prompt=false]', (ts) => ts.map((t) => t.textContent).join(''));
@@ -400,6 +523,16 @@ test('qwenGPU tab: a suite kernel lowers and runs in the page, stepped warp-bloc
   // No bridge needed: the page lowers the PTX and runs the interpreter itself.
   const page = await open(browser, '', '#qwengpu');
   await page.waitForSelector('[data-testid=qwengpu-tab]');
+  // The register panel has its full width before a run and after: r0 … r14 side by side on one
+  // row, the caption on one line.
+  const registersLaidOut = async () => {
+    const heads = await page.$$eval('[data-testid=qwengpu-reg-head]', (h) => h.map((e) => e.getBoundingClientRect().top));
+    assert.equal(heads.length, 15);
+    assert.ok(heads.every((y) => Math.abs(y - heads[0]) < 1), `register columns wrap: ${heads.join()}`);
+    const caption = await (await page.$('[data-testid=qwengpu-registers] caption')).boundingBox();
+    assert.ok(caption.height < 24, `caption on ${caption.height} px`);
+  };
+  await registersLaidOut();
   const options = await page.$$eval('[data-testid=qwengpu-kernel] option', (o) => o.map((e) => e.textContent));
   assert.ok(options.length >= 49, `${options.length} kernels`);
   await page.selectOption('[data-testid=qwengpu-kernel]', { label: 'bitonic_sort' });
@@ -409,6 +542,7 @@ test('qwenGPU tab: a suite kernel lowers and runs in the page, stepped warp-bloc
   // The stepper shows the first step: warp 0 ran block 0 with all its lanes; 4 lanes of 15 registers.
   assert.match(await page.textContent('[data-testid=qwengpu-step]'), /step 0: warp 0 ran block 0 with lanes ■■■■/);
   assert.equal((await page.$$('[data-testid=qwengpu-lane]')).length, 4);
+  await registersLaidOut();
   assert.ok((await page.$$('[data-testid=qwengpu-rom-block]')).length > 4);
   await page.screenshot({ path: `${SHOTS}/qwengpu-bitonic.png`, fullPage: true });
   // Edited PTX the machine cannot run is refused by line.
@@ -461,6 +595,11 @@ test('qwenGPU tab: a kernel runs on the compiled layers in the page, state rows 
   const speed = await page.textContent('[data-testid=qwengpu-layers-speed]');
   assert.match(speed, /[0-9]+ steps\/s, [0-9]+ tokens\/s/);
   t.diagnostic(`warp_scan on the compiled layers in the page: ${speed}`);
+  const rate = await chart(page, 'qwengpu-speed-chart');
+  assert.deepEqual(rate.groups, ['warp_scan']);
+  assert.equal(rate.bars.length, 1);
+  const said = Number(/([0-9]+) steps\/s/.exec(speed)[1]);
+  assert.ok(Math.abs(rate.bars[0].value - said) <= 0.5 + 1e-3 * said, `${rate.bars[0].value} vs ${said}`);
   assert.match(await page.textContent('[data-testid=qwengpu-layers-step]'), /step 0: warp 0 ran block 0 with lanes ■■■■/);
   assert.equal((await page.$$('[data-testid=qwengpu-layers-lane]')).length, 4);
   assert.equal((await page.$$('[data-testid=qwengpu-layers-registers] td.differs')).length, 0);

@@ -1,6 +1,7 @@
 //! The page: a header with the bridge status, a tab bar, and one tab at a time.
 
 use crate::bridge::{Bridge, BridgeStatus};
+use crate::link::PageLink;
 use crate::tabs;
 use kernels_wasm::protocol::ProbeResult;
 use leptos::prelude::*;
@@ -38,9 +39,8 @@ impl Tab {
         }
     }
 
-    fn from_hash(hash: &str) -> Tab {
-        let slug = hash.trim_start_matches('#');
-        Tab::ALL.into_iter().find(|t| t.slug() == slug).unwrap_or(Tab::BitNet)
+    fn from_slug(slug: &str) -> Option<Tab> {
+        Tab::ALL.into_iter().find(|t| t.slug() == slug)
     }
 }
 
@@ -49,11 +49,16 @@ pub fn App() -> impl IntoView {
     let bridge = Bridge::start();
     provide_context(bridge);
     crate::gpu::PageGpu::provide();
-    let initial = window().location().hash().map(|h| Tab::from_hash(&h)).unwrap_or(Tab::BitNet);
+    let link = PageLink::provide();
+    let initial = match link.tab().as_str() {
+        "" => Tab::BitNet,
+        slug => Tab::from_slug(slug).unwrap_or_else(|| {
+            link.note(format!("the link's tab {slug:?} does not exist; showing {}", Tab::BitNet.label()));
+            Tab::BitNet
+        }),
+    };
     let tab = RwSignal::new(initial);
-    Effect::new(move |_| {
-        let _ = window().location().set_hash(tab.get().slug());
-    });
+    Effect::new(move |_| link.set_tab(tab.get().slug()));
 
     view! {
         <Header />
@@ -75,6 +80,13 @@ pub fn App() -> impl IntoView {
                 })
                 .collect_view()}
         </nav>
+        <Show when=move || link.notes.with(|n| !n.is_empty())>
+            <p class="note link-note" data-testid="link-note">
+                {move || link.notes.get().join("; ")}
+                " "
+                <button on:click=move |_| link.notes.set(Vec::new())>"dismiss"</button>
+            </p>
+        </Show>
         <main data-panel=move || tab.get().slug()>
             {move || match tab.get() {
                 Tab::BitNet => tabs::bitnet::BitNetTab().into_any(),

@@ -17,6 +17,8 @@ mod components;
 #[cfg(target_arch = "wasm32")]
 mod gpu;
 #[cfg(target_arch = "wasm32")]
+mod link;
+#[cfg(target_arch = "wasm32")]
 mod tabs;
 
 #[cfg(target_arch = "wasm32")]

@@ -16,7 +16,7 @@ pub fn Timeline(#[prop(into)] spans: Signal<Vec<Span>>, #[prop(into)] label: Str
     view! {
         <figure class="timeline" data-testid="timeline">
             <figcaption>
-                {label}
+                <span data-testid="timeline-label">{label}</span>
                 <span class="zoom-controls">
                     {button("+", "timeline-zoom-in", |z| z.scaled(0.5))}
                     {button("−", "timeline-zoom-out", |z| z.scaled(2.0))}

@@ -39,6 +39,16 @@ impl Format {
 /// Shapes (M×K) small enough to step through, then the seed's and the 125M layout's, to run.
 pub const SHAPES: [(usize, usize); 9] =
     [(32, 128), (64, 256), (32, 224), (768, 768), (768, 3072), (3072, 768), (1536, 4096), (4096, 1536), (1536, 1536)];
+/// A shape as links write it: `768x3072`.
+pub fn shape_name(m: usize, k: usize) -> String {
+    format!("{m}x{k}")
+}
+
+/// The shape of [`SHAPES`] that `name` ([`shape_name`]) names.
+pub fn shape_of(name: &str) -> Option<(usize, usize)> {
+    SHAPES.into_iter().find(|&(m, k)| shape_name(m, k) == name)
+}
+
 /// Above this many weights the tab does not record a trace (it would be millions of steps).
 pub const MAX_STEP_WEIGHTS: usize = 64 * 256;
 
@@ -48,6 +58,20 @@ pub enum WeightSource {
     Ternary,
     /// Random f32 weights, quantised by absmean here.
     QuantisedF32,
+}
+
+impl WeightSource {
+    /// The name in the tab's select and in links.
+    pub fn name(self) -> &'static str {
+        match self {
+            WeightSource::Ternary => "ternary",
+            WeightSource::QuantisedF32 => "f32",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<WeightSource> {
+        [WeightSource::Ternary, WeightSource::QuantisedF32].into_iter().find(|w| w.name() == s)
+    }
 }
 
 /// A packed matrix with the tables (or quantised activations) its kernel reads.
@@ -270,6 +294,19 @@ mod tests {
                 assert_eq!(from_acc, y, "{format:?}");
             }
         }
+    }
+
+    #[test]
+    fn link_names_read_back_and_others_are_refused() {
+        for (m, k) in SHAPES {
+            assert_eq!(shape_of(&shape_name(m, k)), Some((m, k)));
+        }
+        for w in [WeightSource::Ternary, WeightSource::QuantisedF32] {
+            assert_eq!(WeightSource::parse(w.name()), Some(w));
+        }
+        assert_eq!(shape_of("768×768"), None);
+        assert_eq!(shape_of("1x1"), None);
+        assert_eq!(WeightSource::parse("F32"), None);
     }
 
     #[test]

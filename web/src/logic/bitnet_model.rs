@@ -85,6 +85,8 @@ pub struct Generation {
     /// Milliseconds spent in the model, prompt and generation apart.
     pub prompt_ms: f64,
     pub gen_ms: f64,
+    /// Each generated token's forward pass, in ms (what the tab's chart draws).
+    pub token_ms: Vec<f64>,
 }
 
 fn exec(backend: Backend) -> Exec<'static> {
@@ -119,6 +121,7 @@ impl Demo {
             done: false,
             prompt_ms: now() - t,
             gen_ms: 0.0,
+            token_ms: Vec::new(),
         })
     }
 
@@ -135,7 +138,9 @@ impl Demo {
         let t = now();
         g.logits =
             self.model.forward(&[next], &mut self.cache, &exec(backend), Logits::Last).map_err(|e| e.to_string())?;
-        g.gen_ms += now() - t;
+        let ms = now() - t;
+        g.gen_ms += ms;
+        g.token_ms.push(ms);
         Ok(())
     }
 }
@@ -143,6 +148,11 @@ impl Demo {
 impl Generation {
     pub fn tokens_per_s(&self) -> f64 {
         self.tokens.len() as f64 / (self.gen_ms / 1e3).max(1e-9)
+    }
+
+    /// (token number from 1, tokens per second of that token's forward pass).
+    pub fn rate_by_token(&self) -> Vec<(f64, f64)> {
+        self.token_ms.iter().enumerate().map(|(i, ms)| ((i + 1) as f64, 1e3 / ms.max(1e-6))).collect()
     }
 }
 
@@ -169,6 +179,10 @@ mod tests {
             }
             assert_eq!(&g.text[1 + FIXTURE_PROMPT.len()..], &want[..want.len() - 2], "{backend:?}");
             assert!(g.tokens_per_s() > 0.0);
+            // The clock ticks 1 ms per reading: each forward pass took 1 ms, 1000 tok/s.
+            let rates = g.rate_by_token();
+            assert_eq!(rates.len(), g.tokens.len());
+            assert!(rates.iter().enumerate().all(|(i, &(n, r))| n == (i + 1) as f64 && r == 1e3), "{rates:?}");
         }
     }
 

@@ -8,6 +8,26 @@ use kernels_wasm::protocol::{FileRoot, ModelEntry};
 /// The model choice that needs no file: the tiny Qwen3 with random weights.
 pub const TINY_RANDOM: &str = "tiny random Qwen3";
 
+/// The architecture the tab's heading names: from what the bridge reported loading (`loaded`:
+/// "GGUF llama: 30 layers, …", "HF Qwen3ForCausalLM: …", "tiny random Qwen3 (seed 1): …") once a
+/// run has started, else a guess from the chosen name.
+pub fn architecture(choice: &str, loaded: &str) -> String {
+    let known = |name: &str| {
+        let name = name.to_ascii_lowercase();
+        [("qwen3", "Qwen3"), ("qwen2", "Qwen2"), ("smollm", "llama"), ("llama", "llama")]
+            .into_iter()
+            .find(|(key, _)| name.contains(key))
+            .map(|(_, arch)| arch)
+    };
+    let reported = loaded.split(':').next().unwrap_or("");
+    let named = reported.strip_prefix("GGUF ").or_else(|| reported.strip_prefix("HF ")).map(str::trim);
+    match (known(reported), known(choice), named) {
+        (Some(arch), _, _) | (None, Some(arch), _) => arch.to_string(),
+        (None, None, Some(named)) if !named.is_empty() => named.to_string(),
+        _ => "transformer".to_string(),
+    }
+}
+
 /// The models of the bridge's models directory the engine can run (GGUF files, and directories
 /// holding a config.json), SmolLM2 first, then the tiny random model.
 pub fn model_choices(entries: &[ModelEntry]) -> Vec<String> {
@@ -121,6 +141,14 @@ mod tests {
         ];
         assert_eq!(model_choices(&entries), ["SmolLM2-135M-Instruct.Q4_1.gguf", "a.gguf", "qwen3", TINY_RANDOM]);
         assert_eq!(model_choices(&[]), [TINY_RANDOM]);
+        // The heading names SmolLM2 what it is, and what was loaded wins over the file's name.
+        assert_eq!(architecture("SmolLM2-135M-Instruct.Q4_1.gguf", ""), "llama");
+        assert_eq!(architecture(TINY_RANDOM, ""), "Qwen3");
+        assert_eq!(architecture("mystery.gguf", ""), "transformer");
+        assert_eq!(architecture("qwen3-named.gguf", "GGUF llama: 30 layers, hidden 576, vocab 49152"), "llama");
+        assert_eq!(architecture("mystery.gguf", "GGUF gemma: 26 layers"), "gemma");
+        assert_eq!(architecture("llama-named", "HF Qwen3ForCausalLM: 28 layers"), "Qwen3");
+        assert_eq!(architecture(TINY_RANDOM, "tiny random Qwen3 (seed 1): 2 layers, hidden 256"), "Qwen3");
         assert_eq!(token_label(" Paris\n", 7), "\u{2423}Paris\u{21b5}");
         assert_eq!(token_label("", 7), "7");
     }

@@ -3,6 +3,7 @@
 //! cluster or the bridge's, built from the same [`Esp32Event`]s.
 
 use super::bitnet_model::{model_bytes, Source};
+use super::plot::Points;
 use super::timeline::Span;
 use kernels_wasm::bitnet::backend::Backend;
 use kernels_wasm::bitnet::blob::Shared;
@@ -82,6 +83,21 @@ pub fn gguf_files(entries: &[ModelEntry]) -> Vec<String> {
 /// Which node holds each block (`None`: unplaced).
 pub fn placement(nodes: &[NodePlan], layers: u32) -> Vec<Option<usize>> {
     (0..layers).map(|b| nodes.iter().position(|n| (n.first..n.first + n.count).contains(&b))).collect()
+}
+
+/// The speed of each one-token step (generation; the prompt goes in batches of several rows),
+/// as tokens per second: (position, modelled on the boards, emulated wall), from the steps' hops.
+pub fn token_rates(steps: &[(u32, Vec<Hop>)]) -> (Points, Points) {
+    let per_s = |us: u64| if us == 0 { f64::NAN } else { 1e6 / us as f64 };
+    steps
+        .iter()
+        .filter(|(_, hops)| !hops.is_empty() && hops.iter().all(|h| h.rows == 1))
+        .map(|(pos, hops)| {
+            let modelled = hops.iter().fold(0u64, |a, h| a.saturating_add(h.compute_us).saturating_add(h.link_us));
+            let wall = hops.iter().fold(0u64, |a, h| a.saturating_add(h.wall_us));
+            ((*pos as f64, per_s(modelled)), (*pos as f64, per_s(wall)))
+        })
+        .unzip()
 }
 
 /// One pipeline step on the modelled boards, hop after hop: the activation out over the link,
@@ -241,6 +257,14 @@ mod tests {
         let sum = run.summary().unwrap();
         assert_eq!(sum.nodes.iter().map(|n| n.forwards).collect::<Vec<_>>(), [32, 32]);
         assert!(sum.modelled_tok_s > 0.0 && sum.link_share > 0.0 && sum.link_share < 1.0, "{sum:?}");
+        // The chart's per-token rates: one per generation step, and together the run's rate
+        // (the coordinator sums the same steps' times).
+        let (modelled, wall) = token_rates(&v.steps);
+        assert_eq!(modelled.len(), wall.len());
+        assert!(modelled.windows(2).all(|w| w[0].0 < w[1].0), "positions in order");
+        let seconds: f64 = modelled.iter().map(|(_, r)| 1.0 / r).sum();
+        let overall = modelled.len() as f64 / seconds;
+        assert!((overall - sum.modelled_tok_s).abs() <= 1e-9 * overall, "{overall} vs {}", sum.modelled_tok_s);
     }
 
     #[test]

@@ -6,6 +6,8 @@ pub mod bitnet_model;
 pub mod ebpf;
 pub mod esp32;
 pub mod heatmap;
+pub mod link;
+pub mod plot;
 pub mod qwengpu;
 pub mod steps;
 pub mod timeline;

@@ -1,11 +1,12 @@
-//! The eBPF tab: a Qwen3-family forward pass (the real SmolLM2 by default) running in BPF
+//! The eBPF tab: a Qwen3-family or llama forward pass (the real SmolLM2 by default) running in BPF
 //! programs inside the host's kernel, driven through the bridge. Tokens stream in as the kernel
 //! chooses them; each position's BPF calls are shown on a timeline, summed per operator, beside
 //! the verifier's statistics.
 
 use crate::bridge::Bridge;
-use crate::components::{NumberInput, Timeline};
-use crate::logic::ebpf::{model_choices, op_totals, parse_ids, timeline_spans, token_label, TINY_RANDOM};
+use crate::components::{BarChart, NumberInput, Timeline};
+use crate::link::PageLink;
+use crate::logic::ebpf::{architecture, model_choices, op_totals, parse_ids, timeline_spans, token_label, TINY_RANDOM};
 use kernels_wasm::protocol::ebpf::{EbpfModel, EbpfPrompt, TopLogit, TraceSpan, VerifierStat};
 use kernels_wasm::protocol::{Event, Reply, Request, RequestId, ServerMessage};
 use leptos::prelude::*;
@@ -48,6 +49,7 @@ pub fn EbpfTab() -> impl IntoView {
         })
     };
     // The models the bridge offers (GGUF files and model directories), the real one first.
+    let link = PageLink::get();
     let models = RwSignal::new(vec![TINY_RANDOM.to_string()]);
     let model = RwSignal::new(TINY_RANDOM.to_string());
     // The list arrives after the page shows; it picks the default only until the user has chosen.
@@ -58,7 +60,18 @@ pub fn EbpfTab() -> impl IntoView {
                 if let ServerMessage::Result { result: Reply::Models { models: entries }, .. } = m {
                     let choices = model_choices(entries);
                     if !picked.get_untracked() {
-                        model.set(choices[0].clone());
+                        // The link's model (model=…), once the list can say whether it is there.
+                        let wanted = link.raw("model").filter(|w| {
+                            let offered = choices.contains(w);
+                            if !offered {
+                                link.note(format!(
+                                    "the link's model={w:?} is not among the bridge's models; showing {}",
+                                    choices[0]
+                                ));
+                            }
+                            offered
+                        });
+                        model.set(wanted.unwrap_or_else(|| choices[0].clone()));
                     }
                     models.set(choices);
                     listed.set(true);
@@ -205,6 +218,15 @@ pub fn EbpfTab() -> impl IntoView {
                 .collect_view()
         })
     };
+    // The same totals as bars: time in the kernel and wall time per operator, in ms.
+    let op_bars = Signal::derive(move || {
+        view_state.with(|v| {
+            op_totals(v.traces.iter().map(|t| t.as_slice()))
+                .into_iter()
+                .map(|t| (t.op, vec![Some(t.kernel_ns as f64 / 1e6), Some(t.wall_ns as f64 / 1e6)]))
+                .collect::<Vec<_>>()
+        })
+    });
     let verifier = move || {
         view_state.with(|v| {
             v.verifier
@@ -251,7 +273,12 @@ pub fn EbpfTab() -> impl IntoView {
 
     view! {
         <section class="ebpf" data-testid="ebpf-tab">
-            <h2>"qwen3-ebpf: a Qwen3 forward pass in verified eBPF programs"</h2>
+            <h2 data-testid="ebpf-heading">
+                {move || {
+                    let arch = view_state.with(|v| model.with(|m| architecture(m, &v.model)));
+                    format!("qwen3-ebpf: a {arch} forward pass in verified eBPF programs")
+                }}
+            </h2>
             <p class="host-capability" data-testid="ebpf-host">{host}</p>
             <p class="lede">
                 "Every matrix product, norm, RoPE and attention step runs as a BPF program inside the host's Linux kernel "
@@ -263,7 +290,11 @@ pub fn EbpfTab() -> impl IntoView {
                 <label>
                     "model "
                     <select data-testid="ebpf-model" data-loaded=move || listed.get().to_string()
-                        on:change=move |ev| { picked.set(true); model.set(event_target_value(&ev)) }>
+                        on:change=move |ev| {
+                            picked.set(true);
+                            model.set(event_target_value(&ev));
+                            link.set("model", &model.get_untracked());
+                        }>
                         {move || models.get().into_iter().map(|m| {
                             let is = model.get() == m;
                             view! { <option value=m.clone() selected=is>{m.clone()}</option> }
@@ -328,6 +359,8 @@ pub fn EbpfTab() -> impl IntoView {
             <div class="row">
                 <div class="demo">
                     <h3>"per operator, whole run"</h3>
+                    <BarChart title="time per operator, whole run" unit="ms" testid="ebpf-op-chart"
+                        series=vec!["in BPF programs (kernel)".into(), "wall, with the calls".into()] groups=op_bars />
                     <table class="outputs">
                         <thead><tr><th>"operator"</th><th>"calls"</th><th>"kernel ms"</th><th>"wall ms"</th></tr></thead>
                         <tbody>{totals}</tbody>

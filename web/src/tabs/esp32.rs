@@ -5,9 +5,9 @@
 //! axis, the tokens as they arrive, and modelled against emulated throughput.
 
 use crate::bridge::Bridge;
-use crate::components::{NumberInput, Timeline};
+use crate::components::{LineChart, NumberInput, Timeline};
 use crate::logic::bitnet_model::{Source, FIXTURE_PROMPT};
-use crate::logic::esp32::{fraction, gguf_files, hop_spans, placement, InPage, RunView, Settings};
+use crate::logic::esp32::{fraction, gguf_files, hop_spans, placement, token_rates, InPage, RunView, Settings};
 use kernels_wasm::esp32::budget::{bytes, Budget, KIB};
 use kernels_wasm::protocol::esp32::{Esp32Model, Esp32Run, NodePlan};
 use kernels_wasm::protocol::{Event, Reply, Request, ServerMessage};
@@ -329,6 +329,10 @@ fn Summary(view: RwSignal<RunView>, source: RwSignal<usize>) -> impl IntoView {
 fn StepView(view: RwSignal<RunView>, step: RwSignal<Option<usize>>) -> impl IntoView {
     let count = Memo::new(move |_| view.with(|v| v.steps.len()));
     let shown = Memo::new(move |_| step.get().unwrap_or(count.get().saturating_sub(1)));
+    let rates = Signal::derive(move || {
+        let (modelled, wall) = view.with(|v| token_rates(&v.steps));
+        vec![modelled, wall]
+    });
     let spans =
         Signal::derive(move || view.with(|v| v.steps.get(shown.get()).map(|(_, h)| hop_spans(h)).unwrap_or_default()));
     let label = move || {
@@ -364,6 +368,11 @@ fn StepView(view: RwSignal<RunView>, step: RwSignal<Option<usize>>) -> impl Into
                     </label>
                     <p>{label}</p>
                     <Timeline spans=spans label="activation out, the node's blocks, activation back — node by node"/>
+                    <Show when=move || !rates.with(|r| r[0].is_empty())>
+                        <LineChart title="generation speed, step by step" x_label="position" unit="tok/s"
+                            series=vec!["modelled on the boards".into(), "emulated here (wall)".into()]
+                            lines=rates testid="esp32-speed-chart" />
+                    </Show>
                 </div>
             }
         })

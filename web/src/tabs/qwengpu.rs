@@ -4,6 +4,7 @@
 
 use crate::bridge::Bridge;
 use crate::components::{Heatmap, StepControls};
+use crate::link::PageLink;
 use crate::logic::qwengpu::{listing, stack_lines, step_line, trace, Trace};
 use crate::tabs::qwengpu_layers::LayersPanel;
 use kernels_wasm::protocol::{Reply, Request, ServerMessage};
@@ -16,15 +17,19 @@ pub fn QwenGpuTab() -> impl IntoView {
     let bridge = expect_context::<Bridge>();
     let connected = move || bridge.status.with(|s| s.hello().is_some_and(|h| h.capabilities.clang.available));
     let names: Vec<&'static str> = suite.with_value(|s| s.iter().map(|k| k.name).collect());
-    let chosen = RwSignal::new(0usize);
-    let ptx = RwSignal::new(suite.with_value(|s| s[0].ptx.to_string()));
-    let cuda = RwSignal::new(suite.with_value(|s| s[0].cuda.to_string()));
+    // The kernel starts from the link (kernel=bitonic_step).
+    let link = PageLink::get();
+    let first = link.choice("kernel", |k| names.iter().position(|n| *n == k), 0, names[0]);
+    let chosen = RwSignal::new(first);
+    let ptx = RwSignal::new(suite.with_value(|s| s[first].ptx.to_string()));
+    let cuda = RwSignal::new(suite.with_value(|s| s[first].cuda.to_string()));
     let cuda_status = RwSignal::new(String::new());
     let run = RwSignal::new(None::<Result<Trace, String>>);
     let position = RwSignal::new(0usize);
 
     let pick = move |i: usize| {
         chosen.set(i);
+        link.set("kernel", suite.with_value(|s| s[i].name));
         ptx.set(suite.with_value(|s| s[i].ptx.to_string()));
         cuda.set(suite.with_value(|s| s[i].cuda.to_string()));
         cuda_status.set(String::new());
@@ -91,21 +96,23 @@ pub fn QwenGpuTab() -> impl IntoView {
         })
     };
     let step_text = move || snapshot().map(|s| step_line(position.get(), &s.record));
+    // Every lane's row and every register's column from the start (dashes until a run), so the
+    // panel has its full width before there are values.
+    let spec = kernels_wasm::qwengpu::isa::MachineSpec::default();
     let registers = move || {
-        snapshot().map(|s| {
-            s.regs
-                .iter()
-                .enumerate()
-                .map(|(lane, regs)| {
-                    view! {
-                        <tr data-testid="qwengpu-lane">
-                            <th>{format!("lane {lane}")}</th>
-                            {regs.iter().map(|&v| view! { <td class="num">{v as i32}</td> }).collect_view()}
-                        </tr>
-                    }
-                })
-                .collect_view()
-        })
+        let regs = snapshot().map(|s| s.regs).unwrap_or_default();
+        (0..spec.lanes)
+            .map(|lane| {
+                let value = |r: usize| regs.get(lane).and_then(|l| l.get(r)).copied();
+                let cell = move |r: usize| value(r).map_or("–".to_string(), |v| (v as i32).to_string());
+                view! {
+                    <tr data-testid="qwengpu-lane">
+                        <th>{format!("lane {lane}")}</th>
+                        {(0..spec.regs).map(|r| view! { <td class="num">{cell(r)}</td> }).collect_view()}
+                    </tr>
+                }
+            })
+            .collect_view()
     };
     let stack =
         move || snapshot().map(|s| stack_lines(&s.stack).into_iter().map(|l| view! { <li>{l}</li> }).collect_view());
@@ -126,7 +133,11 @@ pub fn QwenGpuTab() -> impl IntoView {
                     <select data-testid="qwengpu-kernel" on:change=move |ev| {
                         if let Ok(i) = event_target_value(&ev).parse() { pick(i) }
                     }>
-                        {names.iter().enumerate().map(|(i, n)| view! { <option value=i.to_string()>{*n}</option> }).collect_view()}
+                        {names
+                            .iter()
+                            .enumerate()
+                            .map(|(i, n)| view! { <option value=i.to_string() selected=i == first>{*n}</option> })
+                            .collect_view()}
                     </select>
                 </label>
                 <button data-testid="qwengpu-run" on:click=start>"lower and run"</button>
@@ -167,8 +178,14 @@ pub fn QwenGpuTab() -> impl IntoView {
                 <StepControls len=len position=position />
                 <p data-testid="qwengpu-step">{step_text}</p>
                 <div class="row">
-                    <table class="outputs" data-testid="qwengpu-registers">
+                    <table class="outputs registers" data-testid="qwengpu-registers">
                         <caption>"registers of the warp that ran (r0 … r14)"</caption>
+                        <thead>
+                            <tr>
+                                <th></th>
+                                {(0..spec.regs).map(|r| view! { <th data-testid="qwengpu-reg-head">{format!("r{r}")}</th> }).collect_view()}
+                            </tr>
+                        </thead>
                         <tbody>{registers}</tbody>
                     </table>
                     <div>

@@ -4,8 +4,9 @@
 //! state rows beside the interpreter's (cells changed by the step and any difference marked),
 //! the step's EXEC tokens, and the ROM rows decoded.
 
-use crate::components::StepControls;
+use crate::components::{BarChart, StepControls};
 use crate::gpu::{GpuLine, GpuStatus, PageGpu};
+use crate::logic::plot::Rates;
 use crate::logic::qwengpu::{layers_run, stack_lines, step_line, LayersRun};
 use kernels_wasm::gpu::qwengpu::GpuExecutor;
 use kernels_wasm::qwengpu::compiled::Compiled;
@@ -100,6 +101,9 @@ pub fn LayersPanel(
         run.set(None);
     });
     let busy = RwSignal::new(false);
+    // Every timed run of this visit, for the chart: kernel, backend, steps/s.
+    let rates = RwSignal::new(Rates::default());
+    let chart = Signal::derive(move || rates.with(|r| r.groups(&["wasm".to_string(), "WebGPU".to_string()])));
     let start = move |_| {
         if busy.get_untracked() {
             return;
@@ -130,6 +134,11 @@ pub fn LayersPanel(
                         _ => None,
                     });
                     position.set(0);
+                    if let Ok(lr) = &result {
+                        let steps_per_s = lr.report.steps as f64 / (lr.ms / 1e3).max(1e-9);
+                        let on = if on == Backend::WebGpu { "WebGPU" } else { "wasm" };
+                        rates.update(|r| r.record(k.name, on, steps_per_s));
+                    }
                     run.set(Some(result));
                     busy.set(false);
                 });
@@ -314,6 +323,10 @@ pub fn LayersPanel(
             <button data-testid="qwengpu-layers-run" on:click=start prop:disabled=move || busy.get()>"run on the compiled layers"</button>
             <p data-testid="qwengpu-layers-summary">{summary}</p>
             <p data-testid="qwengpu-layers-speed">{speed}</p>
+            <Show when=move || rates.with(|r| !r.0.is_empty())>
+                <BarChart title="machine steps per second per kernel (timed runs of this visit, without the check)"
+                    unit="steps/s" series=vec!["wasm".into(), "WebGPU".into()] groups=chart testid="qwengpu-speed-chart" />
+            </Show>
             <StepControls len=len position=position />
             <p data-testid="qwengpu-layers-step">{step_text}</p>
             <table class="outputs" data-testid="qwengpu-layers-registers">

@@ -2,8 +2,10 @@
 //! scalar and simd128, and WebGPU where the browser offers an adapter), timed here with
 //! `performance.now()`, outputs checked bit for bit against the scalar kernel's.
 
+use crate::components::BarChart;
 use crate::gpu::{GpuLine, PageGpu};
 use crate::logic::bitnet::{time_per_call, Packed, Problem};
+use crate::logic::plot::Rates;
 use kernels_wasm::bitnet::backend::Backend;
 use kernels_wasm::gpu::bitnet::GpuMatrix;
 use kernels_wasm::gpu::Gpu;
@@ -27,11 +29,27 @@ struct Result_ {
     identical: bool,
 }
 
+/// The chart's series: the page's kernels, then WebGPU.
+fn series() -> Vec<String> {
+    Backend::available().into_iter().map(|b| b.name().to_string()).chain(["webgpu".to_string()]).collect()
+}
+
+/// `rates`: every benchmark of this tab's visit (format and shape, backend, Gweights/s), kept
+/// across problems for the chart.
 #[component]
-pub fn Bench(problem: Arc<Problem>) -> impl IntoView {
+pub fn Bench(problem: Arc<Problem>, rates: RwSignal<Rates>) -> impl IntoView {
     let running = RwSignal::new(false);
     let results = RwSignal::new(None::<Result<Vec<Result_>, String>>);
     let weights = (problem.m * problem.k) as f64;
+    let group = format!("{} {}×{}", problem.format.name(), problem.m, problem.k);
+    Effect::new(move |_| {
+        results.with(|r| {
+            if let Some(Ok(rows)) = r {
+                rates.update(|rates| rows.iter().for_each(|r| rates.record(&group, r.backend, weights / r.ms / 1e6)));
+            }
+        })
+    });
+    let chart = Signal::derive(move || rates.with(|r| r.groups(&series())));
     let page = PageGpu::get();
     // "all", or one backend's name.
     let choice = RwSignal::new("all".to_string());
@@ -138,6 +156,9 @@ pub fn Bench(problem: Arc<Problem>) -> impl IntoView {
                 {move || if running.get() { "running…" } else { "benchmark" }}
             </button>
             {table}
+            <BarChart title="kernel throughput per format and shape (every benchmark of this visit)" unit="Gweights/s"
+                series=series() groups=chart testid="bitnet-bench-chart"
+                empty="press benchmark: each format and shape measured adds its bars here" />
         </div>
     }
 }

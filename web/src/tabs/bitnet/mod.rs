@@ -7,7 +7,9 @@ mod stepper;
 mod table;
 
 use crate::components::NumberInput;
-use crate::logic::bitnet::{Format, Problem, WeightSource, SHAPES};
+use crate::link::PageLink;
+use crate::logic::bitnet::{shape_name, shape_of, Format, Problem, WeightSource, SHAPES};
+use crate::logic::plot::Rates;
 use leptos::prelude::*;
 use std::sync::Arc;
 
@@ -23,10 +25,25 @@ impl PartialEq for Current {
 
 #[component]
 pub fn BitNetTab() -> impl IntoView {
-    let format = RwSignal::new(Format::Tl1);
-    let shape = RwSignal::new(SHAPES[0]);
-    let source = RwSignal::new(WeightSource::Ternary);
-    let seed = RwSignal::new(1u64);
+    // The choices start from the link (format=TL2&shape=768x3072&weights=f32&seed=7).
+    let link = PageLink::get();
+    let format = RwSignal::new(link.choice("format", Format::parse, Format::Tl1, Format::Tl1.name()));
+    let (m0, k0) = SHAPES[0];
+    let shape = RwSignal::new(link.choice("shape", shape_of, SHAPES[0], &shape_name(m0, k0)));
+    let source = RwSignal::new(link.choice("weights", WeightSource::parse, WeightSource::Ternary, "ternary"));
+    let seed = RwSignal::new(link.choice("seed", |s| s.parse().ok(), 1u64, "1"));
+    Effect::new(move |first: Option<()>| {
+        let (m, k) = shape.get();
+        let (f, w, s) = (format.get(), source.get(), seed.get());
+        // Nothing is written until the user chooses: an untouched tab keeps a bare `#bitnet`.
+        if first.is_some() {
+            link.set("format", f.name());
+            link.set("shape", &shape_name(m, k));
+            link.set("weights", w.name());
+            link.set("seed", &s.to_string());
+        }
+    });
+    let rates = RwSignal::new(Rates::default());
     let problem = Memo::new(move |_| {
         let (m, k) = shape.get();
         Problem::new(format.get(), m, k, source.get(), seed.get())
@@ -53,7 +70,11 @@ pub fn BitNetTab() -> impl IntoView {
                             }
                         }
                     >
-                        {Format::ALL.map(|f| view! { <option value=f.name()>{f.name()}</option> }).collect_view()}
+                        {Format::ALL
+                            .map(|f| {
+                                view! { <option value=f.name() selected=format.get_untracked() == f>{f.name()}</option> }
+                            })
+                            .collect_view()}
                     </select>
                 </label>
                 <label>
@@ -71,7 +92,8 @@ pub fn BitNetTab() -> impl IntoView {
                             .enumerate()
                             .map(|(i, (m, k))| {
                                 let what = if m * k <= crate::logic::bitnet::MAX_STEP_WEIGHTS { "step" } else { "run" };
-                                view! { <option value=i.to_string()>{format!("{m}×{k} ({what})")}</option> }
+                                let selected = shape.get_untracked() == (*m, *k);
+                                view! { <option value=i.to_string() selected=selected>{format!("{m}×{k} ({what})")}</option> }
                             })
                             .collect_view()}
                     </select>
@@ -81,18 +103,15 @@ pub fn BitNetTab() -> impl IntoView {
                     <select
                         data-testid="bitnet-source"
                         on:change=move |ev| {
-                            source
-                                .set(
-                                    if event_target_value(&ev) == "f32" {
-                                        WeightSource::QuantisedF32
-                                    } else {
-                                        WeightSource::Ternary
-                                    },
-                                )
+                            source.set(WeightSource::parse(&event_target_value(&ev)).unwrap_or(WeightSource::Ternary))
                         }
                     >
-                        <option value="ternary">"random ternary"</option>
-                        <option value="f32">"random f32, absmean-quantised here"</option>
+                        <option value="ternary" selected=source.get_untracked() == WeightSource::Ternary>
+                            "random ternary"
+                        </option>
+                        <option value="f32" selected=source.get_untracked() == WeightSource::QuantisedF32>
+                            "random f32, absmean-quantised here"
+                        </option>
                     </select>
                 </label>
                 <NumberInput label="seed" testid="bitnet-seed" value=seed min=0 max=u64::MAX/>
@@ -103,7 +122,7 @@ pub fn BitNetTab() -> impl IntoView {
                     view! {
                         <Summary problem=p.clone() />
                         <stepper::Stepper problem=p.clone() />
-                        <bench::Bench problem=p />
+                        <bench::Bench problem=p rates=rates />
                     }
                         .into_any()
                 }

@@ -1,7 +1,7 @@
 //! A whole BitNet model generating text in this tab: bitnet.cpp's tiny model or a dummy layout
 //! built here, one token at a time on the page's thread, with tokens per second.
 
-use crate::components::NumberInput;
+use crate::components::{LineChart, NumberInput};
 use crate::logic::bitnet_model::{build, Demo, Generation, Source, FIXTURE_PROMPT};
 use kernels_wasm::bitnet::backend::Backend;
 use leptos::prelude::*;
@@ -31,6 +31,8 @@ struct Stats {
     done: bool,
     /// For bitnet.cpp's model at temperature 0: whether the bytes so far are its bytes.
     matches: Option<bool>,
+    /// Per generated token: (number, tok/s).
+    rates: Vec<(f64, f64)>,
 }
 
 fn now() -> f64 {
@@ -170,6 +172,11 @@ pub fn ModelRun() -> impl IntoView {
             </button>
             <p data-testid="bitnet-model-status">{move || ui.status.get()}</p>
             <pre class="generated" data-testid="bitnet-model-text">{move || ui.text.get()}</pre>
+            <Show when=move || ui.stats.with(|s| s.as_ref().is_some_and(|s| !s.rates.is_empty()))>
+                <LineChart title="generation speed, token by token" x_label="generated token" unit="tok/s"
+                    series=vec!["this tab's forward pass per token".into()] testid="bitnet-model-chart"
+                    lines=Signal::derive(move || vec![ui.stats.with(|s| s.as_ref().map(|s| s.rates.clone()).unwrap_or_default())]) />
+            </Show>
             {move || {
                 ui.stats
                     .get()
@@ -237,6 +244,7 @@ fn tick(ui: Ui, src: usize, temp: f32, backend: Backend, limit: usize) {
                 tps: g.tokens_per_s(),
                 done: g.done,
                 matches,
+                rates: g.rate_by_token(),
             }
         })
     });
