@@ -57,6 +57,17 @@ fn legend(series: &[String]) -> impl IntoView {
     view! { <div class="legend">{items}</div> }
 }
 
+/// A chart's figure: its title, the legend of its series and the drawing.
+fn frame(title: String, series: &[String], testid: String, svg: impl IntoView + 'static) -> impl IntoView {
+    view! {
+        <figure class="chart" data-testid=testid>
+            <figcaption>{title}</figcaption>
+            {legend(series)}
+            <svg viewBox=format!("0 0 {WIDTH} {HEIGHT}") role="img">{svg}</svg>
+        </figure>
+    }
+}
+
 /// Grouped bars: `groups` are (label, one value per series); `None` draws no bar.
 #[component]
 pub fn BarChart(
@@ -119,13 +130,7 @@ pub fn BarChart(
             }
         })
     };
-    view! {
-        <figure class="chart" data-testid=testid>
-            <figcaption>{title}</figcaption>
-            {legend(&series)}
-            <svg viewBox=format!("0 0 {WIDTH} {HEIGHT}") role="img">{svg}</svg>
-        </figure>
-    }
+    frame(title, &series, testid, svg)
 }
 
 /// Lines over a numeric x axis: `lines[s]` are series `s`'s (x, y) points.
@@ -191,11 +196,5 @@ pub fn LineChart(
             }
         })
     };
-    view! {
-        <figure class="chart" data-testid=testid>
-            <figcaption>{title}</figcaption>
-            {legend(&series)}
-            <svg viewBox=format!("0 0 {WIDTH} {HEIGHT}") role="img">{svg}</svg>
-        </figure>
-    }
+    frame(title, &series, testid, svg)
 }
