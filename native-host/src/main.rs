@@ -63,6 +63,9 @@ enum QwengpuCommand {
     Run(native_host::qwengpu::run::Args),
     /// The suite on the compiled layers (checked in lockstep, then timed): machine steps per second.
     Bench(native_host::qwengpu::bench::Args),
+    /// Tokens per machine step if a language model ran it one step per position: the record
+    /// token plus two per word a later step reads (liveness over the ROM), per suite kernel.
+    Carry(native_host::qwengpu::carry::Args),
     /// The suite on a real NVIDIA GPU: --emit writes nvcc harnesses and run.sh; --compare checks
     /// what they printed against the plain Rust versions.
     Nvcc(native_host::qwengpu::nvcc::Args),
@@ -136,6 +139,7 @@ async fn main() -> Result<()> {
         Command::Qwengpu(QwengpuCommand::Compile(args)) => native_host::qwengpu::compile(args),
         Command::Qwengpu(QwengpuCommand::Run(args)) => native_host::qwengpu::run::run(args),
         Command::Qwengpu(QwengpuCommand::Bench(args)) => native_host::qwengpu::bench::run(args),
+        Command::Qwengpu(QwengpuCommand::Carry(args)) => native_host::qwengpu::carry::run(args),
         Command::Qwengpu(QwengpuCommand::Nvcc(args)) => native_host::qwengpu::nvcc::run(args),
         Command::Gpu(GpuCommand::Bench(args)) => native_host::gpu::bench(args),
         Command::Probe => {

@@ -352,9 +352,20 @@ impl Machine {
 
     /// Runs to the end (at most `limit` steps), returning every step.
     pub fn run(&mut self, limit: u64) -> Result<Vec<StepRecord>, MachineError> {
+        Ok(self.run_each(limit, |_, _| ())?.into_iter().map(|(r, ())| r).collect())
+    }
+
+    /// [`Self::run`], calling `look` on the machine after each step, its answers kept beside
+    /// the steps.
+    pub fn run_each<T>(
+        &mut self,
+        limit: u64,
+        mut look: impl FnMut(&Machine, &StepRecord) -> T,
+    ) -> Result<Vec<(StepRecord, T)>, MachineError> {
         let mut records = Vec::new();
         while let Some(r) = self.step()? {
-            records.push(r);
+            let seen = look(self, &r);
+            records.push((r, seen));
             if self.steps >= limit && !self.finished() {
                 return Err(MachineError::StepLimit(limit));
             }

@@ -2,7 +2,8 @@
 //! reference interpreter every other executor of the machine is checked against; `ptx` (with
 //! `inline` for device functions), `select` and `lower` take clang's PTX to the machine's ROM
 //! blocks; `args` lays out a launch's arguments (and the kernel's own variables) as people write
-//! them; `suite` is the kernel suite.
+//! them; `suite` is the kernel suite; `carry` counts what each step would carry in tokens
+//! if a language model ran it (issue #22's bound).
 //!
 //! The compiled machine: `deltanet` is Qwen3.5's Gated DeltaNet in f32, `memory` and `alu` argue
 //! why chosen weights make its state rows and its MLPs exact; `net` is the residual stream of
@@ -19,6 +20,7 @@ pub mod alu;
 #[cfg(feature = "std")]
 pub mod alu_units;
 pub mod args;
+pub mod carry;
 #[cfg(feature = "std")]
 pub mod compiled;
 #[cfg(feature = "std")]

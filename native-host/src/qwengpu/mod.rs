@@ -2,6 +2,7 @@
 //! blocks (`kernels_wasm::qwengpu::lower`), and runs on the reference interpreter.
 
 pub mod bench;
+pub mod carry;
 pub mod nvcc;
 pub mod run;
 pub mod source;
