@@ -204,6 +204,8 @@ mod tests {
     use crate::qwengpu::interp::Launch;
     use crate::qwengpu::isa::{Alu, MachineSpec, Space, Special};
     use crate::qwengpu::suite;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
 
     /// Liveness by its definition, apart from the dataflow: register r is live at the exit of b
     /// when some path from a successor of b reads r before writing it (a search over the

@@ -3,7 +3,8 @@
 //! `inline` for device functions), `select` and `lower` take clang's PTX to the machine's ROM
 //! blocks; `args` lays out a launch's arguments (and the kernel's own variables) as people write
 //! them; `suite` is the kernel suite; `carry` counts what each step would carry in tokens
-//! if a language model ran it (issue #22's bound).
+//! if a language model ran it (issue #22's bound), and `limbs` is the second machine's arithmetic:
+//! words as 8-bit limbs in scalar channels, added by SwiGLU layers exactly in f32.
 //!
 //! The compiled machine: `deltanet` is Qwen3.5's Gated DeltaNet in f32, `memory` and `alu` argue
 //! why chosen weights make its state rows and its MLPs exact; `net` is the residual stream of
@@ -34,6 +35,8 @@ pub mod head;
 mod inline;
 pub mod interp;
 pub mod isa;
+#[cfg(feature = "std")]
+pub mod limbs;
 pub mod lower;
 mod lower_bits;
 #[cfg(feature = "std")]

@@ -1,0 +1,276 @@
+//! The second machine's arithmetic (issue #22; `docs/qwengpu-second-machine.md` §2 and step 2 of
+//! §4): words as four 8-bit limbs in plain scalar channels of a pre-norm residual stream, and
+//! SwiGLU MLP layers that add and subtract them exactly in f32.
+//!
+//! **The norm.** Channel 0 is a bias `B = 2^M · √d` (`d` a power of four, so `√d` is a power of
+//! two) and every other channel is an integer below 2^16. Then `Σ x² = B² + r` with `r < d · 2^32`,
+//! and `r` is below half an ulp of `B² = 2^(2M) · d` once `M ≥ 28` (29 leaves a bit to spare):
+//! the f32 sum is exactly `B²`
+//! in any order (the data's partial sums vanish whether added before or after `B²`), the RMS is
+//! exactly `2^M` (ε is below the ulp too), and a norm weight of `2^M` gives each data channel back
+//! as it was, while a weight of `1/√d` turns the bias into the constant 1 the MLPs use as a bias.
+//!
+//! **The step unit.** For an integer `s`, `silu(257(s − T) + 129) − silu(257(s − T) + 128)` is
+//! exactly `[s ≥ T]`: for `s ≥ T` both arguments are at least 128, where `exp(−x)` underflows and
+//! silu is the identity, so the difference is 1; for `s < T` both are at most −128, where
+//! `exp(−x)` overflows and silu is −0. Every pre-activation is an integer below 2^24 (limb sums
+//! are at most 511), so the matrix products are exact in any order too.
+//!
+//! **The adder** (two layers; subtraction is `a + ¬b + 1`, `¬b` limb by limb `255 − b`):
+//! 1. per limb `i`, `s = a_i + b_i (+ carry-in at limb 0)`; generate `G_i = [s ≥ 256]` and
+//!    propagate `P_i = [s ≥ 255] − [s ≥ 256]` go to scratch channels;
+//! 2. carries by look-ahead, `c_{i+1} = G_i + P_i G_{i−1} + P_i P_{i−1} G_{i−2} + …` (the terms
+//!    exclude each other; an AND of `k` bits is the step `[Σ bits ≥ k]`), and each result limb
+//!    `r_i = s_i + c_i − 256 c_{i+1}`, the sum passed through as `silu(s + 256) − silu(256)`.
+//!    The carry out of limb 3 is dropped: words wrap.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// Limbs per 32-bit word, and their width.
+pub const LIMBS: usize = 4;
+pub const LIMB: u32 = 256;
+/// The bias channel is `2^M · √d`.
+pub const M: i32 = 29;
+
+fn silu(x: f32) -> f32 {
+    x / (1.0 + (-x).exp())
+}
+
+/// RMSNorm as the text model computes it, `x · w / √(Σx²/d + ε)`, its sum of squares taken in
+/// the order `order` (a permutation of the channels).
+pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, order: &[usize]) -> Vec<f32> {
+    let ss = order.iter().fold(0.0f32, |s, &i| s + x[i] * x[i]);
+    let rms = (ss / x.len() as f32 + eps).sqrt();
+    x.iter().zip(w).map(|(v, w)| v / rms * w).collect()
+}
+
+/// The norm weights of a `d`-channel stream: `1/√d` for the bias channel, `2^M` for the data.
+pub fn norm_weights(d: usize) -> Vec<f32> {
+    let mut w = vec![2f32.powi(M); d];
+    w[0] = 1.0 / (d as f32).sqrt();
+    w
+}
+
+/// The bias channel's value for `d` channels.
+pub fn bias(d: usize) -> f32 {
+    2f32.powi(M) * (d as f32).sqrt()
+}
+
+/// One hidden unit of a SwiGLU MLP, sparse: `silu(gate·x) · (up·x)`, sent to `down`.
+#[derive(Debug, Clone, Default)]
+pub struct Unit {
+    pub gate: Vec<(usize, f32)>,
+    pub up: Vec<(usize, f32)>,
+    pub down: Vec<(usize, f32)>,
+}
+
+/// A pre-norm MLP sublayer: `x += W_down (silu(W_gate n) ⊙ W_up n)`, `n = RMSNorm(x)`.
+#[derive(Debug, Clone, Default)]
+pub struct Layer {
+    pub units: Vec<Unit>,
+}
+
+impl Layer {
+    pub fn forward(&self, x: &mut [f32], eps: f32, order: &[usize]) {
+        let n = rms_norm(x, &norm_weights(x.len()), eps, order);
+        let dot = |w: &[(usize, f32)]| w.iter().fold(0.0f32, |s, &(i, v)| s + v * n[i]);
+        let mut out = vec![0.0f32; x.len()];
+        for u in &self.units {
+            let h = silu(dot(&u.gate)) * dot(&u.up);
+            for &(c, v) in &u.down {
+                out[c] += v * h;
+            }
+        }
+        for (xi, o) in x.iter_mut().zip(out) {
+            *xi += o;
+        }
+    }
+
+    /// `[Σ terms ≥ t]` (terms over normed channels, integers) added to `down` (two units).
+    fn step(&mut self, terms: &[(usize, f32)], t: f32, down: &[(usize, f32)]) {
+        for (offset, sign) in [(129.0, 1.0), (128.0, -1.0)] {
+            let mut gate: Vec<(usize, f32)> = terms.iter().map(|&(c, v)| (c, 257.0 * v)).collect();
+            gate.push((0, offset - 257.0 * t));
+            self.units.push(Unit {
+                gate,
+                up: vec![(0, 1.0)],
+                down: down.iter().map(|&(c, v)| (c, sign * v)).collect(),
+            });
+        }
+    }
+
+    /// `Σ terms` (an integer above −128) added to `down`: `silu(s + 256) − silu(256)`.
+    fn pass(&mut self, terms: &[(usize, f32)], down: &[(usize, f32)]) {
+        for (with, sign) in [(true, 1.0), (false, -1.0)] {
+            let mut gate: Vec<(usize, f32)> = if with { terms.to_vec() } else { Vec::new() };
+            gate.push((0, 256.0));
+            self.units.push(Unit {
+                gate,
+                up: vec![(0, 1.0)],
+                down: down.iter().map(|&(c, v)| (c, sign * v)).collect(),
+            });
+        }
+    }
+}
+
+/// Where an adder's operands, result and scratch live in the stream (channel 0 is the bias).
+#[derive(Debug, Clone, Copy)]
+pub struct AdderChannels {
+    pub a: usize,
+    pub b: usize,
+    pub r: usize,
+    /// `2 · LIMBS` channels: G then P.
+    pub scratch: usize,
+}
+
+/// The two layers computing `r = a + b` (`subtract`: `a − b`), wrapping, on 8-bit limbs.
+pub fn adder(ch: AdderChannels, subtract: bool) -> [Layer; 2] {
+    // Limb i of the sum's operands, as terms over the normed stream (1 is channel 0).
+    let sum = |i: usize| -> Vec<(usize, f32)> {
+        let mut t = vec![(ch.a + i, 1.0)];
+        if subtract {
+            t.extend([(ch.b + i, -1.0), (0, 255.0)]);
+        } else {
+            t.push((ch.b + i, 1.0));
+        }
+        if i == 0 && subtract {
+            t.push((0, 1.0));
+        }
+        t
+    };
+    let (g, p) = (|i: usize| ch.scratch + i, |i: usize| ch.scratch + LIMBS + i);
+    let mut first = Layer::default();
+    for i in 0..LIMBS {
+        first.step(&sum(i), 256.0, &[(g(i), 1.0), (p(i), -1.0)]);
+        first.step(&sum(i), 255.0, &[(p(i), 1.0)]);
+    }
+    let mut second = Layer::default();
+    for i in 0..LIMBS {
+        second.pass(&sum(i), &[(ch.r + i, 1.0)]);
+        // c_{i+1}: one term per j ≤ i, P_i … P_{j+1} G_j; it adds to limb i + 1 and takes 256
+        // from limb i.
+        for j in 0..=i {
+            let mut bits: Vec<(usize, f32)> = (j + 1..=i).map(|k| (p(k), 1.0)).collect();
+            bits.push((g(j), 1.0));
+            let k = bits.len() as f32;
+            let mut down = vec![(ch.r + i, -(LIMB as f32))];
+            if i + 1 < LIMBS {
+                down.push((ch.r + i + 1, 1.0));
+            }
+            second.step(&bits, k, &down);
+        }
+    }
+    [first, second]
+}
+
+/// A word's limbs, low first.
+pub fn limbs(w: u32) -> [f32; LIMBS] {
+    core::array::from_fn(|i| ((w >> (8 * i)) & 0xff) as f32)
+}
+
+/// The word in limbs that must be integers in 0..256.
+pub fn word(l: &[f32]) -> Option<u32> {
+    l.iter()
+        .enumerate()
+        .try_fold(0u32, |w, (i, &v)| (v >= 0.0 && v < LIMB as f32 && v == v.trunc()).then(|| w | (v as u32) << (8 * i)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bitnet::random::Rng;
+    use crate::qwengpu::isa::Alu;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    fn shuffled(d: usize, rng: &mut Rng) -> Vec<usize> {
+        let mut o: Vec<usize> = (0..d).collect();
+        for i in (1..d).rev() {
+            o.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
+        }
+        o
+    }
+
+    #[test]
+    fn the_norm_gives_the_data_back_in_any_summation_order() {
+        let d = 4096;
+        let mut rng = Rng::new(7);
+        for trial in 0..20 {
+            let mut x: Vec<f32> = (0..d).map(|_| (rng.next_u64() % 65_536) as f32).collect();
+            if trial == 0 {
+                x.iter_mut().for_each(|v| *v = 65_535.0); // the largest remainder
+            }
+            x[0] = bias(d);
+            let orders = [(0..d).collect(), (0..d).rev().collect(), shuffled(d, &mut rng), shuffled(d, &mut rng)];
+            for order in &orders {
+                let n = rms_norm(&x, &norm_weights(d), 1e-6, order);
+                assert_eq!(n[0], 1.0, "trial {trial}");
+                assert!(n[1..].iter().zip(&x[1..]).all(|(a, b)| a == b), "trial {trial}");
+            }
+        }
+    }
+
+    #[test]
+    fn step_units_are_exact_on_integers() {
+        for t in [0.0f32, 1.0, 2.0, 255.0, 256.0] {
+            let mut layer = Layer::default();
+            layer.step(&[(1, 1.0)], t, &[(2, 1.0)]);
+            for s in -600..600 {
+                let d = 64;
+                let mut x = vec![0.0f32; d];
+                x[0] = bias(d);
+                x[1] = s as f32;
+                layer.forward(&mut x, 1e-6, &(0..d).collect::<Vec<_>>());
+                assert_eq!(x[2], f32::from(s as f32 >= t), "s {s}, t {t}");
+            }
+        }
+    }
+
+    const CH: AdderChannels = AdderChannels { a: 1, b: 5, r: 9, scratch: 13 };
+
+    /// Runs an adder's layers on a 64-channel stream, its sums in channel order or reversed.
+    fn run(layers: &[Layer; 2], a: u32, b: u32, reverse: bool) -> u32 {
+        let d = 64;
+        let mut x = vec![0.0f32; d];
+        x[0] = bias(d);
+        x[CH.a..CH.a + LIMBS].copy_from_slice(&limbs(a));
+        x[CH.b..CH.b + LIMBS].copy_from_slice(&limbs(b));
+        let order: Vec<usize> = if reverse { (0..d).rev().collect() } else { (0..d).collect() };
+        for layer in layers {
+            layer.forward(&mut x, 1e-6, &order);
+        }
+        let r = &x[CH.r..CH.r + LIMBS];
+        word(r).unwrap_or_else(|| panic!("{a:#x} ± {b:#x}: limbs {r:?}"))
+    }
+
+    #[test]
+    fn add_and_subtract_match_the_isa_on_every_limb_pair() {
+        // Every pair of limb values in every limb at once, with the carries that a byte pattern
+        // in the other limbs sends in: the same pair in all four limbs, and beside a 0xff run.
+        let (add, sub) = (adder(CH, false), adder(CH, true));
+        for x in 0..256u32 {
+            for y in 0..256u32 {
+                for (a, b) in [(x * 0x0101_0101, y * 0x0101_0101), (x * 0x0101_0101, (y * 0x0101_0101) ^ 0x00ff_00ff)] {
+                    assert_eq!(run(&add, a, b, false), Alu::Add.eval(a, b), "{a:#x} + {b:#x}");
+                    assert_eq!(run(&sub, a, b, false), Alu::Sub.eval(a, b), "{a:#x} - {b:#x}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn words_at_random_and_at_the_edges() {
+        let mut rng = Rng::new(99);
+        let (add, sub) = (adder(CH, false), adder(CH, true));
+        let edges = [0, 1, 0xff, 0x100, 0xffff, 0x0001_0000, 0x7fff_ffff, 0x8000_0000, 0xffff_fffe, 0xffff_ffff];
+        let pairs = edges.iter().flat_map(|&a| edges.iter().map(move |&b| (a, b)));
+        let random: Vec<(u32, u32)> =
+            (0..20_000).map(|_| (rng.next_u64() as u32, (rng.next_u64() >> 32) as u32)).collect();
+        for (i, (a, b)) in pairs.chain(random.iter().copied()).enumerate() {
+            let reverse = i % 2 == 1;
+            assert_eq!(run(&add, a, b, reverse), a.wrapping_add(b), "{a:#x} + {b:#x}");
+            assert_eq!(run(&sub, a, b, reverse), a.wrapping_sub(b), "{a:#x} - {b:#x}");
+        }
+    }
+}
