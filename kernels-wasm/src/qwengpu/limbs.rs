@@ -126,6 +126,12 @@ pub struct AdderChannels {
 
 /// The two layers computing `r = a + b` (`subtract`: `a − b`), wrapping, on 8-bit limbs.
 pub fn adder(ch: AdderChannels, subtract: bool) -> [Layer; 2] {
+    adder_with(ch, subtract, true, None)
+}
+
+/// [`adder`]'s layers, writing the result limbs only if `result`, and the carry out of the top
+/// limb (dropped by `add`, "no borrow" for `sub`) to `carry_out`.
+fn adder_with(ch: AdderChannels, subtract: bool, result: bool, carry_out: Option<usize>) -> [Layer; 2] {
     // Limb i of the sum's operands, as terms over the normed stream (1 is channel 0).
     let sum = |i: usize| -> Vec<(usize, f32)> {
         let mut t = vec![(ch.a + i, 1.0)];
@@ -147,21 +153,141 @@ pub fn adder(ch: AdderChannels, subtract: bool) -> [Layer; 2] {
     }
     let mut second = Layer::default();
     for i in 0..LIMBS {
-        second.pass(&sum(i), &[(ch.r + i, 1.0)]);
+        if result {
+            second.pass(&sum(i), &[(ch.r + i, 1.0)]);
+        }
         // c_{i+1}: one term per j ≤ i, P_i … P_{j+1} G_j; it adds to limb i + 1 and takes 256
         // from limb i.
         for j in 0..=i {
             let mut bits: Vec<(usize, f32)> = (j + 1..=i).map(|k| (p(k), 1.0)).collect();
             bits.push((g(j), 1.0));
             let k = bits.len() as f32;
-            let mut down = vec![(ch.r + i, -(LIMB as f32))];
-            if i + 1 < LIMBS {
-                down.push((ch.r + i + 1, 1.0));
+            let mut down = Vec::new();
+            if result {
+                down.push((ch.r + i, -(LIMB as f32)));
             }
-            second.step(&bits, k, &down);
+            match (i + 1 < LIMBS, result, carry_out) {
+                (true, true, _) => down.push((ch.r + i + 1, 1.0)),
+                (false, _, Some(c)) => down.push((c, 1.0)),
+                _ => {}
+            }
+            if !down.is_empty() {
+                second.step(&bits, k, &down);
+            }
         }
     }
     [first, second]
+}
+
+/// Where a comparison reads its words and writes its 0/1 result (limb 0 of `d`), with the
+/// subtraction's scratch and 5 more channels.
+#[derive(Debug, Clone, Copy)]
+pub struct CompareChannels {
+    pub adder: AdderChannels,
+    pub extra: usize,
+    pub d: usize,
+}
+
+/// The three layers computing `d = (a cmp b) ? 1 : 0`:
+/// 1. the subtraction's generate/propagate; the signs `sa = [a₃ ≥ 128]`, `sb = [b₃ ≥ 128]`; and
+///    `E = Σ_i ([a_i ≥ b_i] + [b_i ≥ a_i])`, which is 8 exactly when every limb is equal;
+/// 2. `C`, the carry out of `a + ¬b + 1` (1 when `a ≥ b` unsigned), and `Q = [E ≥ 8]`;
+/// 3. the result: unsigned `a < b` is `1 − C`; signed `a < b` is `(1 − C) ⊕ sa ⊕ sb` (the order
+///    of `a ⊕ 2³¹` and `b ⊕ 2³¹`), a parity `[t ≥ 1] − [t ≥ 2] + [t ≥ 3]` of `t = 1 − C + sa + sb`;
+///    `≤` adds `Q`, `>` and `≥` are the complements.
+pub fn compare(cmp: super::isa::Cmp, ch: CompareChannels) -> [Layer; 3] {
+    use super::isa::Cmp::*;
+    let (sa, sb, e, c, q) = (ch.extra, ch.extra + 1, ch.extra + 2, ch.extra + 3, ch.extra + 4);
+    let [mut first, mut second] = adder_with(ch.adder, true, false, Some(c));
+    let top = LIMBS - 1;
+    first.step(&[(ch.adder.a + top, 1.0)], 128.0, &[(sa, 1.0)]);
+    first.step(&[(ch.adder.b + top, 1.0)], 128.0, &[(sb, 1.0)]);
+    for i in 0..LIMBS {
+        let (a, b) = (ch.adder.a + i, ch.adder.b + i);
+        first.step(&[(a, 1.0), (b, -1.0)], 0.0, &[(e, 1.0)]);
+        first.step(&[(b, 1.0), (a, -1.0)], 0.0, &[(e, 1.0)]);
+    }
+    second.step(&[(e, 1.0)], 2.0 * LIMBS as f32, &[(q, 1.0)]);
+    let mut third = Layer::default();
+    let d = ch.d;
+    // A linear result `k·1 + Σ w·channel`, written through one pass pair.
+    let mut linear = |terms: &[(usize, f32)]| third.pass(terms, &[(d, 1.0)]);
+    let signed_lt = |layer: &mut Layer, sign: f32| {
+        let t = [(0, 1.0), (c, -1.0), (sa, 1.0), (sb, 1.0)];
+        for (threshold, w) in [(1.0, 1.0), (2.0, -1.0), (3.0, 1.0)] {
+            layer.step(&t, threshold, &[(d, sign * w)]);
+        }
+    };
+    match cmp {
+        Eq => linear(&[(q, 1.0)]),
+        Ne => linear(&[(0, 1.0), (q, -1.0)]),
+        LtU => linear(&[(0, 1.0), (c, -1.0)]),
+        GeU => linear(&[(c, 1.0)]),
+        LeU => linear(&[(0, 1.0), (c, -1.0), (q, 1.0)]),
+        GtU => linear(&[(c, 1.0), (q, -1.0)]),
+        LtS => signed_lt(&mut third, 1.0),
+        LeS => {
+            linear(&[(q, 1.0)]);
+            signed_lt(&mut third, 1.0);
+        }
+        GeS => {
+            linear(&[(0, 1.0)]);
+            signed_lt(&mut third, -1.0);
+        }
+        GtS => {
+            linear(&[(0, 1.0), (q, -1.0)]);
+            signed_lt(&mut third, -1.0);
+        }
+    }
+    [first, second, third]
+}
+
+/// The layer writing the 32 bits of the word in limbs `from..from + LIMBS` to channels
+/// `to..to + 32` (bit `8i + k` is bit `k` of limb `i`). A limb `v` goes through its thermometer
+/// code, the 255 steps `[v ≥ j]`: bit `k` of `v` is `Σ_j (bit_k(j) − bit_k(j − 1)) · [v ≥ j]`,
+/// a sum of terms in {−1, 0, 1} that telescopes to `bit_k(v)`. 510 units per limb.
+pub fn to_bits(from: usize, to: usize) -> Layer {
+    let mut layer = Layer::default();
+    for i in 0..LIMBS {
+        for j in 1..LIMB {
+            let down: Vec<(usize, f32)> = (0..8)
+                .filter_map(|k| {
+                    let delta = ((j >> k) & 1) as f32 - (((j - 1) >> k) & 1) as f32;
+                    (delta != 0.0).then_some((to + 8 * i + k, delta))
+                })
+                .collect();
+            layer.step(&[(from + i, 1.0)], j as f32, &down);
+        }
+    }
+    layer
+}
+
+/// A bitwise operation of two words held as bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Logic {
+    And,
+    Or,
+    Xor,
+}
+
+/// The layer writing `a op b` into limbs `r..r + LIMBS`, from the bits of `a` and `b`
+/// ([`to_bits`]): per bit `[a + b ≥ 2]` (and), `[a + b ≥ 1]` (or) or their difference (xor),
+/// sent to its limb with weight `2^k`.
+pub fn logic(op: Logic, a_bits: usize, b_bits: usize, r: usize) -> Layer {
+    let mut layer = Layer::default();
+    for bit in 0..32 {
+        let terms = [(a_bits + bit, 1.0), (b_bits + bit, 1.0)];
+        let (limb, weight) = (r + bit / 8, (1u32 << (bit % 8)) as f32);
+        match op {
+            Logic::And => layer.step(&terms, 2.0, &[(limb, weight)]),
+            Logic::Or => layer.step(&terms, 1.0, &[(limb, weight)]),
+            Logic::Xor => {
+                layer.step(&terms, 1.0, &[(limb, weight)]);
+                layer.step(&terms, 2.0, &[(limb, -weight)]);
+            }
+        }
+    }
+    layer
 }
 
 /// A word's limbs, low first.
@@ -255,6 +381,68 @@ mod tests {
                     assert_eq!(run(&add, a, b, false), Alu::Add.eval(a, b), "{a:#x} + {b:#x}");
                     assert_eq!(run(&sub, a, b, false), Alu::Sub.eval(a, b), "{a:#x} - {b:#x}");
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn bitwise_operations_match_the_isa_on_every_limb_pair() {
+        // Stream: bias, a (4), b (4), r (4), then the bits of a (32) and of b (32): 77 channels in
+        // a 256-channel stream (a power of four).
+        let d = 256;
+        let (a_at, b_at, r_at, a_bits, b_bits) = (1, 5, 9, 13, 45);
+        let order: Vec<usize> = (0..d).collect();
+        let bits = [to_bits(a_at, a_bits), to_bits(b_at, b_bits)];
+        let ops = [(Logic::And, Alu::And), (Logic::Or, Alu::Or), (Logic::Xor, Alu::Xor)];
+        let layers: Vec<(Layer, Alu)> = ops.iter().map(|&(op, alu)| (logic(op, a_bits, b_bits, r_at), alu)).collect();
+        for x in 0..256u32 {
+            for y in 0..256u32 {
+                let (a, b) = (x * 0x0101_0101, (y * 0x0101_0101) ^ 0x5a00_ff00);
+                let mut s = vec![0.0f32; d];
+                s[0] = bias(d);
+                s[a_at..a_at + LIMBS].copy_from_slice(&limbs(a));
+                s[b_at..b_at + LIMBS].copy_from_slice(&limbs(b));
+                for layer in &bits {
+                    layer.forward(&mut s, 1e-6, &order);
+                }
+                for k in 0..32 {
+                    assert_eq!((s[a_bits + k], s[b_bits + k]), (((a >> k) & 1) as f32, ((b >> k) & 1) as f32));
+                }
+                for (layer, alu) in &layers {
+                    let mut t = s.clone();
+                    layer.forward(&mut t, 1e-6, &order);
+                    assert_eq!(word(&t[r_at..r_at + LIMBS]), Some(alu.eval(a, b)), "{alu:?} {a:#x} {b:#x}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn comparisons_match_the_isa_on_every_limb_pair_and_at_the_edges() {
+        use crate::qwengpu::isa::Cmp;
+        let d = 64;
+        let ch = CompareChannels { adder: CH, extra: 21, d: 26 };
+        let order: Vec<usize> = (0..d).collect();
+        let all = [Cmp::Eq, Cmp::Ne, Cmp::LtS, Cmp::LeS, Cmp::GtS, Cmp::GeS, Cmp::LtU, Cmp::LeU, Cmp::GtU, Cmp::GeU];
+        let layers: Vec<(Cmp, [Layer; 3])> = all.iter().map(|&c| (c, compare(c, ch))).collect();
+        let edges = [0u32, 1, 0x7f, 0x80, 0xff, 0x7fff_ffff, 0x8000_0000, 0x8000_0001, 0xffff_fffe, 0xffff_ffff];
+        let limb_pairs = (0..256u32).flat_map(|x| {
+            (0..256u32).flat_map(move |y| {
+                let (a, b) = (x * 0x0101_0101, y * 0x0101_0101);
+                [(a, b), (a, b ^ 0x00ff_00ff), (a ^ 0x8000_0000, b)]
+            })
+        });
+        let pairs = edges.iter().flat_map(|&a| edges.iter().map(move |&b| (a, b)));
+        for (a, b) in pairs.chain(limb_pairs) {
+            for (cmp, layers) in &layers {
+                let mut x = vec![0.0f32; d];
+                x[0] = bias(d);
+                x[CH.a..CH.a + LIMBS].copy_from_slice(&limbs(a));
+                x[CH.b..CH.b + LIMBS].copy_from_slice(&limbs(b));
+                for layer in layers {
+                    layer.forward(&mut x, 1e-6, &order);
+                }
+                assert_eq!(x[ch.d], cmp.eval(a, b) as f32, "{cmp:?} {a:#x} {b:#x}");
             }
         }
     }
