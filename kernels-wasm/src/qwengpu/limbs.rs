@@ -245,6 +245,35 @@ pub fn compare(cmp: super::isa::Cmp, ch: CompareChannels) -> [Layer; 3] {
     [first, second, third]
 }
 
+/// The layer writing `d = c ? a : b` limb by limb, for a 0/1 channel `c`: `b_i` passed through,
+/// plus `silu(512c − 256) · (a_i − b_i)/256`, which is `a_i − b_i` when `c` is 1 (silu(256) is
+/// 256) and 0 when it is 0 (silu(−256) is −0); dividing by 256 is exact.
+pub fn select(c: usize, a: usize, b: usize, d: usize) -> Layer {
+    let mut layer = Layer::default();
+    for i in 0..LIMBS {
+        layer.pass(&[(b + i, 1.0)], &[(d + i, 1.0)]);
+        let gate = vec![(c, 512.0), (0, -256.0)];
+        let up = vec![(a + i, 1.0 / 256.0), (b + i, -1.0 / 256.0)];
+        layer.units.push(Unit { gate, up, down: vec![(d + i, 1.0)] });
+    }
+    layer
+}
+
+/// The four layers of `min`/`max` (signed or not, as `Alu`): the comparison that picks `a`
+/// ([`compare`] into `ch.d`'s first channel), then [`select`] into `r`.
+pub fn min_max(op: super::isa::Alu, ch: CompareChannels, r: usize) -> Option<[Layer; 4]> {
+    use super::isa::{Alu, Cmp};
+    let pick_a = match op {
+        Alu::MinS => Cmp::LtS,
+        Alu::MaxS => Cmp::GtS,
+        Alu::MinU => Cmp::LtU,
+        Alu::MaxU => Cmp::GtU,
+        _ => return None,
+    };
+    let [first, second, third] = compare(pick_a, ch);
+    Some([first, second, third, select(ch.d, ch.adder.a, ch.adder.b, r)])
+}
+
 /// A word's limbs, low first.
 pub fn limbs(w: u32) -> [f32; LIMBS] {
     core::array::from_fn(|i| ((w >> (8 * i)) & 0xff) as f32)
@@ -366,6 +395,46 @@ mod tests {
                     layer.forward(&mut x, 1e-6, &order);
                 }
                 assert_eq!(x[ch.d], cmp.eval(a, b) as f32, "{cmp:?} {a:#x} {b:#x}");
+            }
+        }
+    }
+
+    #[test]
+    fn select_and_min_max_match_the_isa() {
+        use crate::qwengpu::isa::Alu;
+        let d = 64;
+        let ch = CompareChannels { adder: CH, extra: 21, d: 26 };
+        let (r, order): (usize, Vec<usize>) = (27, (0..d).collect());
+        let stream = |a: u32, b: u32| {
+            let mut x = vec![0.0f32; d];
+            x[0] = bias(d);
+            x[CH.a..CH.a + LIMBS].copy_from_slice(&limbs(a));
+            x[CH.b..CH.b + LIMBS].copy_from_slice(&limbs(b));
+            x
+        };
+        // Select on its own, the condition given as 0/1 in channel 26.
+        let sel = select(ch.d, CH.a, CH.b, r);
+        for (a, b) in [(0, u32::MAX), (0x1234_5678, 0x8765_4321), (u32::MAX, 0), (7, 7)] {
+            for c in [0u32, 1] {
+                let mut x = stream(a, b);
+                x[ch.d] = c as f32;
+                sel.forward(&mut x, 1e-6, &order);
+                assert_eq!(word(&x[r..r + LIMBS]), Some(if c == 1 { a } else { b }), "{c} ? {a:#x} : {b:#x}");
+            }
+        }
+        let ops = [Alu::MinS, Alu::MaxS, Alu::MinU, Alu::MaxU];
+        let layers: Vec<(Alu, [Layer; 4])> = ops.iter().map(|&op| (op, min_max(op, ch, r).unwrap())).collect();
+        assert!(min_max(Alu::Add, ch, r).is_none());
+        for x in 0..256u32 {
+            for y in 0..256u32 {
+                let (a, b) = (x * 0x0101_0101, (y * 0x0101_0101) ^ 0x8000_ff00);
+                for (op, layers) in &layers {
+                    let mut s = stream(a, b);
+                    for layer in layers {
+                        layer.forward(&mut s, 1e-6, &order);
+                    }
+                    assert_eq!(word(&s[r..r + LIMBS]), Some(op.eval(a, b)), "{op:?} {a:#x} {b:#x}");
+                }
             }
         }
     }
