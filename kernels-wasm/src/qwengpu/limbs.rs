@@ -15,6 +15,8 @@
 //! silu is the identity, so the difference is 1; for `s < T` both are at most −128, where
 //! `exp(−x)` overflows and silu is −0. Every pre-activation is an integer below 2^24 (limb sums
 //! are at most 511), so the matrix products are exact in any order too.
+//! A unit's output times its down weight is summed into its channel and must stay below 2^24
+//! as well, so a step far from its threshold only gets small output weights (`limb_mul`).
 //!
 //! **The adder** (two layers; subtraction is `a + ¬b + 1`, `¬b` limb by limb `255 − b`):
 //! 1. per limb `i`, `s = a_i + b_i (+ carry-in at limb 0)`; generate `G_i = [s ≥ 256]` and

@@ -5,7 +5,7 @@
 //! them; `suite` is the kernel suite; `carry` counts what each step would carry in tokens
 //! if a language model ran it (issue #22's bound), and `limbs` is the second machine's arithmetic:
 //! words as 8-bit limbs in scalar channels, added and compared by SwiGLU layers exactly in f32,
-//! with `limb_bits` for the bitwise operations and shifts.
+//! with `limb_bits` for the bitwise operations and shifts and `limb_mul` for `mul`.
 //!
 //! The compiled machine: `deltanet` is Qwen3.5's Gated DeltaNet in f32, `memory` and `alu` argue
 //! why chosen weights make its state rows and its MLPs exact; `net` is the residual stream of
@@ -38,6 +38,8 @@ pub mod interp;
 pub mod isa;
 #[cfg(feature = "std")]
 pub mod limb_bits;
+#[cfg(feature = "std")]
+pub mod limb_mul;
 #[cfg(feature = "std")]
 pub mod limbs;
 pub mod lower;
