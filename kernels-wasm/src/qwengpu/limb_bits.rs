@@ -114,7 +114,7 @@ pub fn shift(op: Shift, ch: ShiftChannels) -> [Layer; 2] {
 mod tests {
     use super::*;
     use crate::qwengpu::isa::Alu;
-    use crate::qwengpu::limbs::{bias, limbs, word};
+    use crate::qwengpu::limbs::{bias, limbs, run_on, word};
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
@@ -154,7 +154,6 @@ mod tests {
     fn shifts_match_the_isa_for_every_amount_and_limb_value() {
         let d = 256;
         let ch = ShiftChannels { a: 1, b: 5, r: 9, scratch: 13 };
-        let order: Vec<usize> = (0..d).collect();
         let ops = [(Shift::Shl, Alu::Shl), (Shift::Shr, Alu::Shr), (Shift::Sra, Alu::Sra)];
         let layers: Vec<([Layer; 2], Alu)> = ops.iter().map(|&(op, alu)| (shift(op, ch), alu)).collect();
         let amounts = (0..=40u32).chain([63, 64, 255, 256, 257, 0x1_0000, 0x100_0000, 0x8000_0000, u32::MAX]);
@@ -163,13 +162,7 @@ mod tests {
         for a in words {
             for &b in &amounts {
                 for (layers, alu) in &layers {
-                    let mut x = vec![0.0f32; d];
-                    x[0] = bias(d);
-                    x[ch.a..ch.a + LIMBS].copy_from_slice(&limbs(a));
-                    x[ch.b..ch.b + LIMBS].copy_from_slice(&limbs(b));
-                    for layer in layers {
-                        layer.forward(&mut x, 1e-6, &order);
-                    }
+                    let x = run_on(layers, d, (ch.a, a), (ch.b, b));
                     assert_eq!(word(&x[ch.r..ch.r + LIMBS]), Some(alu.eval(a, b)), "{alu:?} {a:#x} by {b}");
                 }
             }

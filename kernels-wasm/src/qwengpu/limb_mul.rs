@@ -172,21 +172,13 @@ mod tests {
     use super::*;
     use crate::bitnet::random::Rng;
     use crate::qwengpu::isa::Alu;
-    use crate::qwengpu::limbs::{bias, limbs, word};
+    use crate::qwengpu::limbs::{run_on, word};
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     /// Runs `which` of `a · b` on a 256-channel stream.
     fn run(layers: &[Layer], ch: MulChannels, a: u32, b: u32) -> Option<u32> {
-        let d = 256;
-        let order: Vec<usize> = (0..d).collect();
-        let mut x = vec![0.0f32; d];
-        x[0] = bias(d);
-        x[ch.a..ch.a + LIMBS].copy_from_slice(&limbs(a));
-        x[ch.b..ch.b + LIMBS].copy_from_slice(&limbs(b));
-        for layer in layers {
-            layer.forward(&mut x, 1e-6, &order);
-        }
+        let x = run_on(layers, 256, (ch.a, a), (ch.b, b));
         word(&x[ch.r..ch.r + LIMBS])
     }
 

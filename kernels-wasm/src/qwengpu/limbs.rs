@@ -276,6 +276,21 @@ pub fn min_max(op: super::isa::Alu, ch: CompareChannels, r: usize) -> Option<[La
     Some([first, second, third, select(ch.d, ch.adder.a, ch.adder.b, r)])
 }
 
+/// Tests' runner: a `d`-channel stream holding the bias, `a` at channel `a_at` and `b` at
+/// `b_at`, through `layers` with the sums in channel order.
+#[cfg(test)]
+pub(crate) fn run_on(layers: &[Layer], d: usize, (a_at, a): (usize, u32), (b_at, b): (usize, u32)) -> Vec<f32> {
+    let order: Vec<usize> = (0..d).collect();
+    let mut x = vec![0.0f32; d];
+    x[0] = bias(d);
+    x[a_at..a_at + LIMBS].copy_from_slice(&limbs(a));
+    x[b_at..b_at + LIMBS].copy_from_slice(&limbs(b));
+    for layer in layers {
+        layer.forward(&mut x, 1e-6, &order);
+    }
+    x
+}
+
 /// A word's limbs, low first.
 pub fn limbs(w: u32) -> [f32; LIMBS] {
     core::array::from_fn(|i| ((w >> (8 * i)) & 0xff) as f32)
@@ -376,7 +391,6 @@ mod tests {
         use crate::qwengpu::isa::Cmp;
         let d = 64;
         let ch = CompareChannels { adder: CH, extra: 21, d: 26 };
-        let order: Vec<usize> = (0..d).collect();
         let all = [Cmp::Eq, Cmp::Ne, Cmp::LtS, Cmp::LeS, Cmp::GtS, Cmp::GeS, Cmp::LtU, Cmp::LeU, Cmp::GtU, Cmp::GeU];
         let layers: Vec<(Cmp, [Layer; 3])> = all.iter().map(|&c| (c, compare(c, ch))).collect();
         let edges = [0u32, 1, 0x7f, 0x80, 0xff, 0x7fff_ffff, 0x8000_0000, 0x8000_0001, 0xffff_fffe, 0xffff_ffff];
@@ -389,13 +403,7 @@ mod tests {
         let pairs = edges.iter().flat_map(|&a| edges.iter().map(move |&b| (a, b)));
         for (a, b) in pairs.chain(limb_pairs) {
             for (cmp, layers) in &layers {
-                let mut x = vec![0.0f32; d];
-                x[0] = bias(d);
-                x[CH.a..CH.a + LIMBS].copy_from_slice(&limbs(a));
-                x[CH.b..CH.b + LIMBS].copy_from_slice(&limbs(b));
-                for layer in layers {
-                    layer.forward(&mut x, 1e-6, &order);
-                }
+                let x = run_on(layers, d, (CH.a, a), (CH.b, b));
                 assert_eq!(x[ch.d], cmp.eval(a, b) as f32, "{cmp:?} {a:#x} {b:#x}");
             }
         }
