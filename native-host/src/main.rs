@@ -66,6 +66,9 @@ enum QwengpuCommand {
     /// Tokens per machine step if a language model ran it one step per position: the record
     /// token plus two per word a later step reads (liveness over the ROM), per suite kernel.
     Carry(native_host::qwengpu::carry::Args),
+    /// The second machine's ALU for one lane (SwiGLU layers on 8-bit limbs): its size, and random
+    /// operands checked against the ISA.
+    Alu(native_host::qwengpu::alu::Args),
     /// The suite on a real NVIDIA GPU: --emit writes nvcc harnesses and run.sh; --compare checks
     /// what they printed against the plain Rust versions.
     Nvcc(native_host::qwengpu::nvcc::Args),
@@ -140,6 +143,7 @@ async fn main() -> Result<()> {
         Command::Qwengpu(QwengpuCommand::Run(args)) => native_host::qwengpu::run::run(args),
         Command::Qwengpu(QwengpuCommand::Bench(args)) => native_host::qwengpu::bench::run(args),
         Command::Qwengpu(QwengpuCommand::Carry(args)) => native_host::qwengpu::carry::run(args),
+        Command::Qwengpu(QwengpuCommand::Alu(args)) => native_host::qwengpu::alu::run(args),
         Command::Qwengpu(QwengpuCommand::Nvcc(args)) => native_host::qwengpu::nvcc::run(args),
         Command::Gpu(GpuCommand::Bench(args)) => native_host::gpu::bench(args),
         Command::Probe => {

@@ -5,7 +5,8 @@
 //! them; `suite` is the kernel suite; `carry` counts what each step would carry in tokens
 //! if a language model ran it (issue #22's bound), and `limbs` is the second machine's arithmetic:
 //! words as 8-bit limbs in scalar channels, added and compared by SwiGLU layers exactly in f32,
-//! with `limb_bits` for the bitwise operations and shifts and `limb_mul` for `mul`.
+//! with `limb_bits` for the bitwise operations and shifts and `limb_mul` for `mul`;
+//! `limb_alu` stacks them all side by side, one lane's ALU.
 //!
 //! The compiled machine: `deltanet` is Qwen3.5's Gated DeltaNet in f32, `memory` and `alu` argue
 //! why chosen weights make its state rows and its MLPs exact; `net` is the residual stream of
@@ -36,6 +37,8 @@ pub mod head;
 mod inline;
 pub mod interp;
 pub mod isa;
+#[cfg(feature = "std")]
+pub mod limb_alu;
 #[cfg(feature = "std")]
 pub mod limb_bits;
 #[cfg(feature = "std")]

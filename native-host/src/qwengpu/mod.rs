@@ -1,6 +1,7 @@
 //! `native-host qwengpu`: CUDA C → PTX with the host's clang-19, then PTX → qwenGPU machine
 //! blocks (`kernels_wasm::qwengpu::lower`), and runs on the reference interpreter.
 
+pub mod alu;
 pub mod bench;
 pub mod carry;
 pub mod nvcc;
