@@ -149,7 +149,7 @@ mod tests {
     fn every_operation_side_by_side_on_one_stream_matches_the_isa() {
         let stack = AluStack::build();
         assert_eq!(stack.results.len(), (19 - 4) + 10, "every Alu operation but the four divisions, every Cmp");
-        assert!(stack.d >= stack.channels && stack.d.is_power_of_two() && stack.d.trailing_zeros() % 2 == 0);
+        assert!(stack.d >= stack.channels && stack.d.is_power_of_two() && stack.d.trailing_zeros().is_multiple_of(2));
         assert_eq!(stack.size().depth, 12);
         let edges = [0, 1, 0x7f, 0x80, 0xff, 31, 32, 0x7fff_ffff, 0x8000_0000, 0xffff_ffff];
         let mut rng = Rng::new(3);
