@@ -20,51 +20,9 @@
 //! destination register needs no bits, since the compiler fixes the order of a block's writes.
 
 use super::interp::{Machine, MachineError, StepRecord};
-use super::isa::{Inst, Program, Src};
+use super::isa::{Inst, Program};
 use alloc::vec;
 use alloc::vec::Vec;
-
-/// Registers `inst` reads and the one it writes.
-fn reads_writes(inst: &Inst) -> (Vec<u8>, Option<u8>) {
-    let reg = |s: &Src| match *s {
-        Src::Reg(r) => Some(r),
-        Src::Imm(_) => None,
-    };
-    let mut reads: Vec<u8> = Vec::new();
-    let write = match inst {
-        Inst::Mov { d, a } | Inst::Ld { d, a, .. } => {
-            reads.extend(reg(a));
-            Some(*d)
-        }
-        Inst::Alu { d, a, b, .. } | Inst::Set { d, a, b, .. } => {
-            reads.extend(reg(a).into_iter().chain(reg(b)));
-            Some(*d)
-        }
-        Inst::Sel { d, c, a, b } => {
-            reads.extend([*c].into_iter().chain(reg(a)).chain(reg(b)));
-            Some(*d)
-        }
-        Inst::St { a, v, .. } => {
-            reads.extend(reg(a).into_iter().chain(reg(v)));
-            None
-        }
-        Inst::AtomAdd { d, a, v, .. } => {
-            reads.extend(reg(a).into_iter().chain(reg(v)));
-            Some(*d)
-        }
-        Inst::Shfl { d, a, b, .. } => {
-            reads.extend([*a].into_iter().chain(reg(b)));
-            Some(*d)
-        }
-        Inst::S2R { d, .. } => Some(*d),
-        Inst::Bra { c, .. } => {
-            reads.extend(*c);
-            None
-        }
-        Inst::Bar | Inst::Exit => None,
-    };
-    (reads, write)
-}
 
 /// The blocks a thread may run after block `b`.
 pub fn successors(program: &Program, b: usize) -> Vec<usize> {
@@ -87,9 +45,8 @@ fn uses_defs(program: &Program) -> Vec<(Regs, Regs)> {
         .iter()
         .map(|block| {
             block.iter().fold((0 as Regs, 0 as Regs), |(uses, defs), inst| {
-                let (reads, write) = reads_writes(inst);
-                let fresh = reads.iter().fold(0 as Regs, |m, &r| m | 1 << r) & !defs;
-                (uses | fresh, defs | write.map_or(0, |d| 1 << d))
+                let fresh = inst.reads().iter().fold(0 as Regs, |m, &r| m | 1 << r) & !defs;
+                (uses | fresh, defs | inst.write().map_or(0, |d| 1 << d))
             })
         })
         .collect()
@@ -202,7 +159,7 @@ pub fn run_tallied(m: &mut Machine, carry: &[BlockCarry], limit: u64) -> Result<
 mod tests {
     use super::*;
     use crate::qwengpu::interp::Launch;
-    use crate::qwengpu::isa::{Alu, MachineSpec, Space, Special};
+    use crate::qwengpu::isa::{Alu, MachineSpec, Space, Special, Src};
     use crate::qwengpu::suite;
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
@@ -219,11 +176,10 @@ mod tests {
             }
             let mut written = false;
             for inst in &program.blocks[s] {
-                let (reads, write) = reads_writes(inst);
-                if reads.contains(&r) {
+                if inst.reads().contains(&r) {
                     return true;
                 }
-                if write == Some(r) {
+                if inst.write() == Some(r) {
                     written = true;
                     break;
                 }

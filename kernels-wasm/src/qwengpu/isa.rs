@@ -164,43 +164,41 @@ impl Inst {
 
     /// Registers this instruction reads and writes (for checks against the machine's size).
     pub fn registers(&self) -> Vec<u8> {
-        let mut r = Vec::new();
-        let mut src = |s: &Src| {
-            if let Src::Reg(x) = s {
-                r.push(*x)
-            }
+        let mut r = self.reads();
+        r.extend(self.write());
+        r
+    }
+
+    /// Registers this instruction reads, in operand order.
+    pub fn reads(&self) -> Vec<u8> {
+        let reg = |s: &Src| match *s {
+            Src::Reg(r) => Some(r),
+            Src::Imm(_) => None,
         };
         match self {
-            Inst::Mov { a, .. } => src(a),
-            Inst::Alu { a, b, .. } | Inst::Set { a, b, .. } => {
-                src(a);
-                src(b)
-            }
-            Inst::Sel { a, b, .. } => {
-                src(a);
-                src(b)
-            }
-            Inst::Ld { a, .. } => src(a),
-            Inst::St { a, v, .. } | Inst::AtomAdd { a, v, .. } => {
-                src(a);
-                src(v)
-            }
-            Inst::Shfl { b, .. } => src(b),
-            _ => {}
+            Inst::Mov { a, .. } | Inst::Ld { a, .. } => reg(a).into_iter().collect(),
+            Inst::Alu { a, b, .. } | Inst::Set { a, b, .. } => reg(a).into_iter().chain(reg(b)).collect(),
+            Inst::Sel { c, a, b, .. } => [*c].into_iter().chain(reg(a)).chain(reg(b)).collect(),
+            Inst::St { a, v, .. } | Inst::AtomAdd { a, v, .. } => reg(a).into_iter().chain(reg(v)).collect(),
+            Inst::Shfl { a, b, .. } => [*a].into_iter().chain(reg(b)).collect(),
+            Inst::Bra { c, .. } => c.iter().copied().collect(),
+            Inst::S2R { .. } | Inst::Bar | Inst::Exit => Vec::new(),
         }
+    }
+
+    /// The register this instruction writes, if any.
+    pub fn write(&self) -> Option<u8> {
         match *self {
             Inst::Mov { d, .. }
             | Inst::Alu { d, .. }
             | Inst::Set { d, .. }
+            | Inst::Sel { d, .. }
             | Inst::Ld { d, .. }
             | Inst::AtomAdd { d, .. }
-            | Inst::S2R { d, .. } => r.push(d),
-            Inst::Sel { d, c, .. } => r.extend([d, c]),
-            Inst::Shfl { d, a, .. } => r.extend([d, a]),
-            Inst::Bra { c: Some(c), .. } => r.push(c),
-            _ => {}
+            | Inst::Shfl { d, .. }
+            | Inst::S2R { d, .. } => Some(d),
+            Inst::St { .. } | Inst::Bra { .. } | Inst::Bar | Inst::Exit => None,
         }
-        r
     }
 }
 

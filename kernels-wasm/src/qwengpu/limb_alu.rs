@@ -122,14 +122,7 @@ impl AluStack {
 
     /// Every result for the operands `a` and `b`, in [`Self::results`]' order.
     pub fn run(&self, a: u32, b: u32) -> Vec<(Op, Option<u32>)> {
-        let order: Vec<usize> = (0..self.d).collect();
-        let mut x = alloc::vec![0.0f32; self.d];
-        x[0] = super::limbs::bias(self.d);
-        x[self.a..self.a + LIMBS].copy_from_slice(&super::limbs::limbs(a));
-        x[self.b..self.b + LIMBS].copy_from_slice(&super::limbs::limbs(b));
-        for layer in &self.layers {
-            layer.forward(&mut x, 1e-6, &order);
-        }
+        let x = super::limbs::run_on(&self.layers, self.d, (self.a, a), (self.b, b));
         let read = |op: Op, at: usize| match op {
             Op::Cmp(_) => (x[at] == 0.0 || x[at] == 1.0).then_some(x[at] as u32),
             Op::Alu(_) => super::limbs::word(&x[at..at + LIMBS]),

@@ -149,16 +149,9 @@ fn mulhi_signed(ch: MulChannels) -> Vec<Layer> {
     let mut layers = mul(MulChannels { r: u, ..ch }, Product::HighUnsigned);
     layers[0].step(&[(ch.a + LIMBS - 1, 1.0)], 128.0, &[(sa, 1.0)]);
     layers[0].step(&[(ch.b + LIMBS - 1, 1.0)], 128.0, &[(sb, 1.0)]);
-    for i in 0..LIMBS {
-        // sign ? word : 0, as select's gated unit: silu(512·sign − 256) is 256 or −0.
-        for (sign, word, to) in [(sa, ch.b, t1), (sb, ch.a, t2)] {
-            layers[1].units.push(Unit {
-                gate: vec![(sign, 512.0), (0, -256.0)],
-                up: vec![(word + i, 1.0 / 256.0)],
-                down: vec![(to + i, 1.0)],
-            });
-        }
-    }
+    // sign ? word : 0, as select's gated unit.
+    layers[1].gated(sa, &[(ch.b, 1.0)], t1);
+    layers[1].gated(sb, &[(ch.a, 1.0)], t2);
     let sum = adder(AdderChannels { a: t1, b: t2, r: t, scratch: scratch1 }, false);
     for (layer, extra) in layers[2..4].iter_mut().zip(sum) {
         layer.units.extend(extra.units);

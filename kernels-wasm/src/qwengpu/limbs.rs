@@ -29,6 +29,7 @@
 //! Comparisons are three layers on the subtraction ([`compare`]); the bitwise operations and
 //! shifts, which need the words' bits, are in `limb_bits`.
 
+use super::net::silu;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -37,10 +38,6 @@ pub const LIMBS: usize = 4;
 pub const LIMB: u32 = 256;
 /// The bias channel is `2^M · √d`.
 pub const M: i32 = 29;
-
-fn silu(x: f32) -> f32 {
-    x / (1.0 + (-x).exp())
-}
 
 /// RMSNorm as the text model computes it, `x · w / √(Σx²/d + ε)`, its sum of squares taken in
 /// the order `order` (a permutation of the channels).
@@ -94,27 +91,36 @@ impl Layer {
 
     /// `[Σ terms ≥ t]` (terms over normed channels, integers) added to `down` (two units).
     pub(super) fn step(&mut self, terms: &[(usize, f32)], t: f32, down: &[(usize, f32)]) {
-        for (offset, sign) in [(129.0, 1.0), (128.0, -1.0)] {
-            let mut gate: Vec<(usize, f32)> = terms.iter().map(|&(c, v)| (c, 257.0 * v)).collect();
-            gate.push((0, offset - 257.0 * t));
-            self.units.push(Unit {
-                gate,
-                up: vec![(0, 1.0)],
-                down: down.iter().map(|&(c, v)| (c, sign * v)).collect(),
-            });
-        }
+        let gate = |offset: f32| {
+            let mut g: Vec<(usize, f32)> = terms.iter().map(|&(c, v)| (c, 257.0 * v)).collect();
+            g.push((0, offset - 257.0 * t));
+            g
+        };
+        self.difference([gate(129.0), gate(128.0)], down);
     }
 
     /// `Σ terms` (an integer above −128) added to `down`: `silu(s + 256) − silu(256)`.
     pub(super) fn pass(&mut self, terms: &[(usize, f32)], down: &[(usize, f32)]) {
-        for (with, sign) in [(true, 1.0), (false, -1.0)] {
-            let mut gate: Vec<(usize, f32)> = if with { terms.to_vec() } else { Vec::new() };
-            gate.push((0, 256.0));
-            self.units.push(Unit {
-                gate,
-                up: vec![(0, 1.0)],
-                down: down.iter().map(|&(c, v)| (c, sign * v)).collect(),
-            });
+        let mut with = terms.to_vec();
+        with.push((0, 256.0));
+        self.difference([with, vec![(0, 256.0)]], down);
+    }
+
+    /// `silu(first·n) − silu(second·n)` added to `down` (two units whose `up` is the constant 1).
+    fn difference(&mut self, [first, second]: [Vec<(usize, f32)>; 2], down: &[(usize, f32)]) {
+        for (gate, sign) in [(first, 1.0), (second, -1.0)] {
+            let down = down.iter().map(|&(c, v)| (c, sign * v)).collect();
+            self.units.push(Unit { gate, up: vec![(0, 1.0)], down });
+        }
+    }
+
+    /// `c ? Σ k·w : 0` limb by limb into `to`, for a 0/1 channel `c` and `words` of (limbs `w`,
+    /// weight `k`): one unit a limb, `silu(512c − 256) · Σ k·w_i/256`, which is the sum when `c`
+    /// is 1 (silu(256) is 256) and 0 when it is 0 (silu(−256) is −0); dividing by 256 is exact.
+    pub(super) fn gated(&mut self, c: usize, words: &[(usize, f32)], to: usize) {
+        for i in 0..LIMBS {
+            let up = words.iter().map(|&(w, k)| (w + i, k / 256.0)).collect();
+            self.units.push(Unit { gate: vec![(c, 512.0), (0, -256.0)], up, down: vec![(to + i, 1.0)] });
         }
     }
 }
@@ -247,17 +253,14 @@ pub fn compare(cmp: super::isa::Cmp, ch: CompareChannels) -> [Layer; 3] {
     [first, second, third]
 }
 
-/// The layer writing `d = c ? a : b` limb by limb, for a 0/1 channel `c`: `b_i` passed through,
-/// plus `silu(512c − 256) · (a_i − b_i)/256`, which is `a_i − b_i` when `c` is 1 (silu(256) is
-/// 256) and 0 when it is 0 (silu(−256) is −0); dividing by 256 is exact.
+/// The layer writing `d = c ? a : b` limb by limb, for a 0/1 channel `c`: `b` passed through,
+/// plus `c ? a − b : 0` ([`Layer::gated`]).
 pub fn select(c: usize, a: usize, b: usize, d: usize) -> Layer {
     let mut layer = Layer::default();
     for i in 0..LIMBS {
         layer.pass(&[(b + i, 1.0)], &[(d + i, 1.0)]);
-        let gate = vec![(c, 512.0), (0, -256.0)];
-        let up = vec![(a + i, 1.0 / 256.0), (b + i, -1.0 / 256.0)];
-        layer.units.push(Unit { gate, up, down: vec![(d + i, 1.0)] });
     }
+    layer.gated(c, &[(a, 1.0), (b, -1.0)], d);
     layer
 }
 
@@ -276,10 +279,9 @@ pub fn min_max(op: super::isa::Alu, ch: CompareChannels, r: usize) -> Option<[La
     Some([first, second, third, select(ch.d, ch.adder.a, ch.adder.b, r)])
 }
 
-/// Tests' runner: a `d`-channel stream holding the bias, `a` at channel `a_at` and `b` at
-/// `b_at`, through `layers` with the sums in channel order.
-#[cfg(test)]
-pub(crate) fn run_on(layers: &[Layer], d: usize, (a_at, a): (usize, u32), (b_at, b): (usize, u32)) -> Vec<f32> {
+/// A `d`-channel stream holding the bias, `a` at channel `a_at` and `b` at `b_at`, after
+/// `layers` (sums in channel order).
+pub fn run_on(layers: &[Layer], d: usize, (a_at, a): (usize, u32), (b_at, b): (usize, u32)) -> Vec<f32> {
     let order: Vec<usize> = (0..d).collect();
     let mut x = vec![0.0f32; d];
     x[0] = bias(d);
