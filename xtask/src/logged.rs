@@ -16,15 +16,10 @@ use std::time::{Duration, Instant};
 /// Silence after which a "still running" line is printed (and again after each such span).
 const QUIET: Duration = Duration::from_secs(10);
 
-/// Whether this process's output is a terminal.
-pub fn on_terminal() -> bool {
-    std::io::stdout().is_terminal()
-}
-
 /// Runs `cmd` to its end, as `Command::status` does; off a terminal, with [`Lines`] between its
 /// output and ours and a line now and then while it is quiet. `what` names it in those lines.
 pub fn status(what: &str, cmd: &mut Command) -> Result<ExitStatus> {
-    if on_terminal() {
+    if std::io::stdout().is_terminal() {
         return cmd.status().with_context(|| format!("could not start: {what}"));
     }
     piped(what, cmd)

@@ -178,7 +178,7 @@ fn cargo(args: &[&str], env: &[(&str, &str)]) -> Result<()> {
     let status =
         crate::logged::status(&what, Command::new("cargo").args(args).envs(env.iter().copied()).current_dir(root()))?;
     if !status.success() {
-        bail!("`cargo {}` failed ({status})", args.join(" "));
+        bail!("`{what}` failed ({status})");
     }
     Ok(())
 }
@@ -233,13 +233,7 @@ fn avx512() -> Result<()> {
 }
 
 fn e2e(tools: &setup::Tools) -> Result<()> {
-    let shots = root().join("target/e2e/screenshots");
-    let status = run_e2e(tools, &shots, &[])?;
-    if !status.success() {
-        bail!("end-to-end tests failed ({status})");
-    }
-    println!("screenshots: {}", shots.display());
-    Ok(())
+    run_e2e(tools, &root().join("target/e2e/screenshots"), &[], "end-to-end tests failed")
 }
 
 /// `cargo xtask screenshots`: the e2e test that visits every tab, run alone, saving its pictures
@@ -248,18 +242,13 @@ pub fn screenshots() -> Result<()> {
     let tools = setup::prerequisites(For::Test)?;
     procs::catch_signals();
     step("screenshots of every tab: the e2e suite's tab tour, into docs/screenshots");
-    let shots = root().join("docs/screenshots");
-    let status = run_e2e(&tools, &shots, &["--test-name-pattern=screenshot"])?;
-    if !status.success() {
-        bail!("the screenshot test failed ({status}); docs/screenshots may be partly updated");
-    }
-    println!("screenshots: {}", shots.display());
-    Ok(())
+    let failed = "the screenshot test failed; docs/screenshots may be partly updated";
+    run_e2e(&tools, &root().join("docs/screenshots"), &["--test-name-pattern=screenshot"], failed)
 }
 
 /// The e2e tests (`node --test` in web/e2e, with `extra` arguments) against a fresh build of the
-/// bridge and the page, screenshots into `shots`.
-fn run_e2e(tools: &setup::Tools, shots: &std::path::Path, extra: &[&str]) -> Result<std::process::ExitStatus> {
+/// bridge and the page, screenshots into `shots`; `failed` says what a failure means.
+fn run_e2e(tools: &setup::Tools, shots: &std::path::Path, extra: &[&str], failed: &str) -> Result<()> {
     let native_host = build_native_host()?;
     procs::ensure_free(E2E_BRIDGE_PORT, "another `cargo xtask test` running?")?;
     std::fs::create_dir_all(shots)?;
@@ -279,7 +268,12 @@ fn run_e2e(tools: &setup::Tools, shots: &std::path::Path, extra: &[&str]) -> Res
             .env("E2E_MODELS_DIR", tools.smollm2.parent().unwrap_or(&root)),
     );
     web.stop();
-    status
+    let status = status?;
+    if !status.success() {
+        bail!("{failed} ({status})");
+    }
+    println!("screenshots: {}", shots.display());
+    Ok(())
 }
 
 /// `trunk serve` of the playground on the e2e port (the same build as Trunk.toml), ready to load.
