@@ -50,7 +50,7 @@ impl PageLink {
     /// The link's `key` read by `parse`; when it is absent, `default`; when `parse` refuses it,
     /// `default` and a note naming the value and `shown` (how the default reads on the page).
     pub fn choice<T>(&self, key: &str, parse: impl Fn(&str) -> Option<T>, default: T, shown: &str) -> T {
-        let Some(value) = self.link.with_untracked(|l| l.get(key).map(str::to_string)) else { return default };
+        let Some(value) = self.raw(key) else { return default };
         parse(&value).unwrap_or_else(|| {
             self.note(format!("the link's {key}={value:?} is not one of this tab's choices; showing {shown}"));
             default

@@ -76,11 +76,15 @@ pub struct Bar {
     pub value: f64,
 }
 
+/// The width of one group's slot on the category axis.
+fn slot(groups: usize) -> f64 {
+    (WIDTH - LEFT - RIGHT) / groups.max(1) as f64
+}
+
 /// Groups of bars side by side, one bar per series in each group (`values[group][series]`,
 /// `None` where a series has no value there), on `axis`.
 pub fn bars(values: &[Vec<Option<f64>>], series: usize, axis: &Axis) -> Vec<Bar> {
-    let groups = values.len().max(1);
-    let slot = (WIDTH - LEFT - RIGHT) / groups as f64;
+    let slot = slot(values.len());
     // A fifth of each slot stays empty between groups.
     let width = slot * 0.8 / series.max(1) as f64;
     let mut out = Vec::new();
@@ -97,16 +101,14 @@ pub fn bars(values: &[Vec<Option<f64>>], series: usize, axis: &Axis) -> Vec<Bar>
 
 /// The centre of group `g` of `groups` on the category axis (for its label).
 pub fn group_centre(g: usize, groups: usize) -> f64 {
-    let slot = (WIDTH - LEFT - RIGHT) / groups.max(1) as f64;
-    LEFT + (g as f64 + 0.5) * slot
+    LEFT + (g as f64 + 0.5) * slot(groups)
 }
 
 /// A group's label in lines that fit its slot of `groups` on the category axis (tick text is
 /// about 6 units a character), broken at spaces, at most three lines (room under the axis);
 /// a last line that still does not fit ends in "…". The whole label stays in the bar's tooltip.
 pub fn label_lines(label: &str, groups: usize) -> Vec<String> {
-    let slot = (WIDTH - LEFT - RIGHT) / groups.max(1) as f64;
-    let fits = ((slot / 6.0).floor() as usize).max(3);
+    let fits = ((slot(groups) / 6.0).floor() as usize).max(3);
     let mut lines: Vec<String> = Vec::new();
     for word in label.split_whitespace() {
         match lines.last_mut() {
@@ -132,8 +134,7 @@ pub fn label_lines(label: &str, groups: usize) -> Vec<String> {
 
 /// An x axis for `points` (their x from 0 or 1 up), and each point placed: `(x, y)` in SVG units.
 pub fn line(points: &[(f64, f64)], x_axis: &Axis, y_axis: &Axis) -> Vec<(f64, f64)> {
-    let w = WIDTH - LEFT - RIGHT;
-    points.iter().map(|&(x, y)| (LEFT + x.clamp(0.0, x_axis.max) / x_axis.max * w, y_axis.y(y))).collect()
+    points.iter().map(|&(x, y)| (x_of(x, x_axis), y_axis.y(y))).collect()
 }
 
 /// The x of value `v` on `x_axis` (for tick marks under a line chart).

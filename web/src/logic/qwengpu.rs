@@ -128,6 +128,13 @@ pub struct LayersRun {
     pub arrays_equal: bool,
 }
 
+impl LayersRun {
+    /// `count` (steps, tokens) per second of the timed run.
+    pub fn per_s(&self, count: u64) -> f64 {
+        count as f64 / (self.ms / 1e3).max(1e-9)
+    }
+}
+
 /// Runs `ptx` with `k`'s launch and inputs on the compiled machine in `runner` (on its
 /// executor: this page's wasm, or WebGPU); `now` is a millisecond clock.
 pub async fn layers_run(

@@ -135,9 +135,8 @@ pub fn LayersPanel(
                     });
                     position.set(0);
                     if let Ok(lr) = &result {
-                        let steps_per_s = lr.report.steps as f64 / (lr.ms / 1e3).max(1e-9);
                         let on = if on == Backend::WebGpu { "WebGPU" } else { "wasm" };
-                        rates.update(|r| r.record(k.name, on, steps_per_s));
+                        rates.update(|r| r.record(k.name, on, lr.per_s(lr.report.steps)));
                     }
                     run.set(Some(result));
                     busy.set(false);
@@ -192,12 +191,11 @@ pub fn LayersPanel(
     };
     let speed = move || {
         ok().map(|r| {
-            let secs = (r.ms / 1e3).max(1e-9);
             let rate = format!(
                 "{:.0} ms, {:.0} steps/s, {:.0} tokens/s",
                 r.ms,
-                r.report.steps as f64 / secs,
-                r.report.tokens as f64 / secs
+                r.per_s(r.report.steps),
+                r.per_s(r.report.tokens)
             );
             match ran_on.get() {
                 None => format!("in this page (wasm, one thread, without the check): {rate}"),

@@ -30,7 +30,8 @@ pub fn BitNetTab() -> impl IntoView {
     let format = RwSignal::new(link.choice("format", Format::parse, Format::Tl1, Format::Tl1.name()));
     let (m0, k0) = SHAPES[0];
     let shape = RwSignal::new(link.choice("shape", shape_of, SHAPES[0], &shape_name(m0, k0)));
-    let source = RwSignal::new(link.choice("weights", WeightSource::parse, WeightSource::Ternary, "ternary"));
+    let source =
+        RwSignal::new(link.choice("weights", WeightSource::parse, WeightSource::Ternary, WeightSource::Ternary.name()));
     let seed = RwSignal::new(link.choice("seed", |s| s.parse().ok(), 1u64, "1"));
     Effect::new(move |first: Option<()>| {
         let (m, k) = shape.get();
