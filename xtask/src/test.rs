@@ -183,14 +183,17 @@ fn cargo(args: &[&str], env: &[(&str, &str)]) -> Result<()> {
     Ok(())
 }
 
-/// The AVX-512 kernels run natively in the native suite where the CPU has AVX-512; where it has
-/// AMX too, the whole-model tests run once more with AMX off, so the VNNI GEMM (what Zen 4
-/// runs) is exercised end to end. Elsewhere Miri interprets them (it implements the intrinsics
+/// The AVX-512 kernels run natively in the native suite where the CPU has AVX-512; the BitNet
+/// tests then run once more with AVX-512 off, so the AVX2 paths (what AVX2-only CPUs run) are
+/// exercised end to end; where it has AMX too, the whole-model tests run once more with AMX
+/// off, so the VNNI GEMM (what Zen 4 runs) is too. Elsewhere Miri interprets them (it implements the intrinsics
 /// they use) on small shapes, against the plain forms; the I2_S test is compiled to insist that
 /// the AVX-512 backend was among those it ran.
 fn avx512() -> Result<()> {
     if setup::host_has_avx512() {
         println!("this CPU has AVX-512: the native suite ran those kernels");
+        println!("the BitNet tests again on the AVX2 paths (SUBSTRATES_NO_AVX512=1)");
+        cargo(&["test", "-p", "kernels-wasm", "--lib", "--", "bitnet::"], &[("SUBSTRATES_NO_AVX512", "1")])?;
         if setup::host_has_amx() {
             println!("it has AMX too: the model tests again on the VNNI GEMM (SUBSTRATES_NO_AMX=1)");
             return cargo(

@@ -36,8 +36,7 @@ impl Backend {
             Backend::Avx2 => std::is_x86_feature_detected!("avx2"),
             #[cfg(all(target_arch = "x86_64", feature = "std"))]
             Backend::Avx512 => {
-                std::is_x86_feature_detected!("avx512f")
-                    && std::is_x86_feature_detected!("avx512bw")
+                super::wide::avx512()
                     && std::is_x86_feature_detected!("avx512vbmi")
                     && std::is_x86_feature_detected!("avx512vnni")
             }

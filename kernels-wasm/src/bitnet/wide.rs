@@ -6,14 +6,17 @@
 //! not change an element-wise result), so they give the same bits.
 
 /// Whether the AVX-512 copies run here (F, BW, DQ, VL: every AVX-512 CPU since Skylake-X).
-/// (Without `std` there is no detection: the baseline code runs.)
+/// Every AVX-512 kernel of the crate asks this first, so `SUBSTRATES_NO_AVX512=1` turns all of
+/// them off (AMX with them) and the AVX2 paths run: to test and measure those on an AVX-512
+/// machine. (Without `std` there is no detection: the baseline code runs.)
 pub fn avx512() -> bool {
     // Asked once: the answer is read on every call of every widened loop.
     #[cfg(all(target_arch = "x86_64", feature = "std"))]
     {
         static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         *HAS.get_or_init(|| {
-            std::is_x86_feature_detected!("avx512f")
+            std::env::var_os("SUBSTRATES_NO_AVX512").is_none_or(|v| v == "0")
+                && std::is_x86_feature_detected!("avx512f")
                 && std::is_x86_feature_detected!("avx512bw")
                 && std::is_x86_feature_detected!("avx512dq")
                 && std::is_x86_feature_detected!("avx512vl")

@@ -33,7 +33,8 @@ const TILE: usize = 16 * CHUNK;
 
 /// Whether this process may run the AMX kernels: the CPU reports AMX-TILE and AMX-INT8 and the
 /// kernel grants this process the tile data state (`ARCH_REQ_XCOMP_PERM`). Asked once.
-/// `SUBSTRATES_NO_AMX=1` turns it off (to measure or test the VNNI path on an AMX machine).
+/// `SUBSTRATES_NO_AMX=1` turns it off (to measure or test the VNNI path on an AMX machine), as
+/// does `SUBSTRATES_NO_AVX512=1` ([`crate::bitnet::wide::avx512`]).
 pub fn available() -> bool {
     static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *AVAILABLE.get_or_init(|| {
@@ -42,7 +43,7 @@ pub fn available() -> bool {
         }
         // CPUID leaf 7: EDX bit 24 AMX-TILE, bit 25 AMX-INT8.
         // CPUID leaf 7 exists on every x86-64 CPU that has AVX-512 (checked first).
-        let has = std::is_x86_feature_detected!("avx512bw") && {
+        let has = crate::bitnet::wide::avx512() && {
             let leaf = __cpuid_count(7, 0);
             leaf.edx & (3 << 24) == 3 << 24
         };

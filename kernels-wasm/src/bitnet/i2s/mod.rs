@@ -258,7 +258,7 @@ impl I2sMatrix {
         for qt in q {
             self.check_rows(qt, first_row, R)?;
         }
-        self.with_unpacked(first_row, |w| {
+        self.with_unpacked(first_row, true, |w| {
             let group = |g: usize| &packed[g * chunks * 1024..(g + 1) * chunks * 1024];
             let mut c = [[[0i32; 16]; 16]; 4];
             // Two groups' results, 4 KiB: they stay in L1 until `emit` has them.
@@ -284,31 +284,41 @@ impl I2sMatrix {
     }
 
     /// [`Self::gemm_amx`] without AMX: the 32 rows `first_row..` unpacked to bytes once, then
-    /// every activation row `q` against them on AVX-512 VNNI ([`unpacked`]), the results going
-    /// to `emit` four activation rows at a time. Where AVX-512 VNNI is missing (or the layout is
-    /// ARM's) the other kernels give the same bits.
+    /// every activation row `q` against them ([`unpacked`]) on `backend` — AVX-512 VNNI or AVX2
+    /// — the results going to `emit` four activation rows at a time. Where that backend is
+    /// missing (or the layout is ARM's) the other kernels give the same bits.
     #[cfg(all(target_arch = "x86_64", feature = "std"))]
     pub fn gemm_unpacked(
         &self,
         q: &[&[i8]],
         q_sum: &[i32],
+        backend: Backend,
         first_row: usize,
         emit: &mut Emit,
     ) -> Result<(), BitnetError> {
         const R: usize = unpacked::ROWS;
-        if !(Backend::Avx512.is_available() && self.layout == I2sLayout::X86) {
-            return self.gemm_emit_rows(q, q_sum, first_row, emit);
-        }
+        let wide = match backend {
+            Backend::Avx512 | Backend::Avx2 if backend.is_available() && self.layout == I2sLayout::X86 => {
+                backend == Backend::Avx512
+            }
+            _ => return self.gemm_emit_rows(q, q_sum, first_row, emit),
+        };
         check_len("activation sums (one per activation row)", q.len(), q_sum.len())?;
         for qt in q {
             self.check_rows(qt, first_row, R)?;
         }
-        self.with_unpacked(first_row, |w| {
+        self.with_unpacked(first_row, wide, |w| {
             let mut acc = [0i32; 4 * R];
             for (t0, (qs, sums)) in q.chunks(4).zip(q_sum.chunks(4)).enumerate() {
-                // SAFETY: AVX-512 F/BW/VNNI were detected; `w` is the unpacked block for K,
-                // every row K long (checked), `acc` holds 32 per activation row.
-                unsafe { unpacked::block(w, self.cols, qs, sums, &mut acc) };
+                // SAFETY: the backend's features were detected; `w` is the unpacked block for
+                // K, every row K long (checked), `acc` holds 32 per activation row.
+                unsafe {
+                    if wide {
+                        unpacked::block(w, self.cols, qs, sums, &mut acc)
+                    } else {
+                        unpacked::block_avx2(w, self.cols, qs, sums, &mut acc)
+                    }
+                };
                 emit(4 * t0, &acc[..qs.len() * R]);
             }
         });
@@ -326,9 +336,9 @@ impl I2sMatrix {
 
     /// `f` of the 32 rows `first_row..` unpacked one code per byte ([`unpacked::unpack_block`],
     /// the layout of AMX's A tiles), in a buffer each thread keeps. The caller has checked that
-    /// the rows exist and that AVX-512 BW is available.
+    /// the rows exist and that AVX-512 BW (`wide`) or AVX2 is available.
     #[cfg(all(target_arch = "x86_64", feature = "std"))]
-    fn with_unpacked(&self, first_row: usize, f: impl FnOnce(&[u8])) {
+    fn with_unpacked(&self, first_row: usize, wide: bool, f: impl FnOnce(&[u8])) {
         thread_local! {
             static WEIGHTS: core::cell::RefCell<alloc::vec::Vec<u8>> = const { core::cell::RefCell::new(alloc::vec::Vec::new()) };
         }
@@ -336,9 +346,15 @@ impl I2sMatrix {
             w.resize(unpacked::unpacked_len(self.cols), 0);
             let stride = self.cols / 4;
             let codes = &self.codes[first_row * stride..(first_row + unpacked::ROWS) * stride];
-            // SAFETY: AVX-512 BW is available (the caller's check); 32 rows of K/4 bytes, K a
-            // multiple of 128 (`pack`), into 32·K bytes.
-            unsafe { unpacked::unpack_block(codes, self.cols, w) };
+            // SAFETY: AVX-512 BW or AVX2 is available (the caller's check); 32 rows of K/4
+            // bytes, K a multiple of 128 (`pack`), into 32·K bytes.
+            unsafe {
+                if wide {
+                    unpacked::unpack_block(codes, self.cols, w)
+                } else {
+                    unpacked::unpack_block_avx2(codes, self.cols, w)
+                }
+            };
             f(w);
         });
     }

@@ -212,12 +212,44 @@ fn amx_tiles_equal_the_plain_dot_product() {
     });
 }
 
-/// The VNNI kernel on 32-row blocks unpacked to bytes (without AVX-512 VNNI, the fallback).
+/// The VNNI and AVX2 kernels on 32-row blocks unpacked to bytes (where a backend is missing,
+/// the fallback), and the two unpackings' bytes equal.
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
 #[test]
 fn unpacked_blocks_equal_the_plain_dot_product() {
-    check_block_gemm(
-        &alloc::format!("unpacked, AVX-512 {}", Backend::Avx512.is_available()),
-        &|p, q, sums, first, emit| p.gemm_unpacked(q, sums, first, emit),
-    );
+    for backend in [Backend::Avx512, Backend::Avx2] {
+        check_block_gemm(
+            &alloc::format!("unpacked, {backend:?} {}", backend.is_available()),
+            &move |p, q, sums, first, emit| p.gemm_unpacked(q, sums, backend, first, emit),
+        );
+    }
+    if Backend::Avx512.is_available() {
+        let p = I2sMatrix::pack(&Rng::new(9).ternary(32, 384), I2sLayout::X86).unwrap();
+        let mut got = [alloc::vec![0u8; unpacked::unpacked_len(384)], alloc::vec![1u8; unpacked::unpacked_len(384)]];
+        // SAFETY: AVX-512 BW and AVX2 are available; 32 rows of 96 bytes into 32·384.
+        unsafe {
+            unpacked::unpack_block(&p.codes, 384, &mut got[0]);
+            unpacked::unpack_block_avx2(&p.codes, 384, &mut got[1]);
+        }
+        assert!(got[0] == got[1], "the AVX2 unpacking differs from the AVX-512 one");
+    }
+}
+
+/// The AVX2 block kernel's int16 segments at their bound: every code 3 (which no ternary
+/// weight packs to, but a file may hold) against activations of −128 and 127, over a K of
+/// several segments, give the plain dot product.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+#[test]
+fn unpacked_avx2_segments_hold_at_the_extremes() {
+    let k = 3 * unpacked::SEGMENT + 256;
+    for fill in [-128i8, 127] {
+        let q = alloc::vec![fill; k];
+        let mut p = I2sMatrix::pack(&Rng::new(10).ternary(32, k), I2sLayout::X86).unwrap();
+        p.codes = alloc::vec![0xFFu8; 32 * k / 4].into();
+        let want: Vec<i32> = (0..32).map(|r| scalar::dot(p.row_codes(r), &q, p.layout) - q_sum(&q)).collect();
+        assert_eq!(want[0], 3 * k as i32 * fill as i32 - k as i32 * fill as i32);
+        let mut got = alloc::vec![0; 32];
+        p.gemm_unpacked(&[&q], &[q_sum(&q)], Backend::Avx2, 0, &mut |_, runs| got.copy_from_slice(runs)).unwrap();
+        assert_eq!(got, want, "codes 3 against {fill}");
+    }
 }

@@ -299,6 +299,16 @@ unsafe fn hsum4_512(a: [__m512i; 4]) -> [i32; 4] {
     out
 }
 
+/// [`hsum4_512_vec`] for 256-bit accumulators.
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(super) unsafe fn hsum4_256_vec(a: [__m256i; 4]) -> __m128i {
+    let ab = _mm256_add_epi32(_mm256_unpacklo_epi32(a[0], a[1]), _mm256_unpackhi_epi32(a[0], a[1]));
+    let cd = _mm256_add_epi32(_mm256_unpacklo_epi32(a[2], a[3]), _mm256_unpackhi_epi32(a[2], a[3]));
+    let s = _mm256_add_epi32(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd));
+    _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s))
+}
+
 #[target_feature(enable = "avx2")]
 unsafe fn hsum256(v: __m256i) -> i32 {
     let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));

@@ -2,23 +2,59 @@
 //! the softmax, and `Σ_p w_p·v_p`. Each sums in one fixed order on every target (so scalar,
 //! SIMD, wasm and any thread count give the same bits); the AVX forms keep that order and only
 //! change which sums run side by side.
+//!
+//! Where every factor is an F16 value (the forward pass rounds queries, cached keys and values,
+//! and the softmax weights to F16, as ggml does), each product has at most 22 significant bits
+//! and an exponent far inside f32's range, so it is exact in f32: a fused multiply-add then
+//! rounds only where the add alone rounded, and gives the bits of a multiply and an add with
+//! half the instructions ([`Products::Exact`]).
+
+/// What the caller promises about the products of the sums (see the module notes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Products {
+    /// Both factors of every product are F16 values: fused multiply-adds give the same bits.
+    Exact,
+    /// Any f32 values: multiply, round, then add.
+    Rounded,
+}
 
 /// `q·k_p·scale` for every position `p < out.len()`; row `p` of `keys` starts at `p * stride`.
 /// (The forward pass calls [`scores_many`], one query being `Q = 1`.)
 #[cfg(test)]
 pub fn scores(q: &[f32], keys: &[f32], stride: usize, scale: f32, out: &mut [f32]) {
-    scores_many([q], keys, stride, scale, [out]);
+    scores_many([q], keys, stride, scale, [out], Products::Rounded);
 }
 
-/// [`scores`] without the AVX-512 form: four rows at a time on AVX2, else one by one.
-fn scores_rest(q: &[f32], keys: &[f32], stride: usize, scale: f32, out: &mut [f32]) {
+/// [`scores`] without the AVX-512 form: eight rows at a time on AVX2 (four where the query is
+/// not a whole number of registers), else one by one.
+#[cfg_attr(not(all(target_arch = "x86_64", feature = "std")), allow(unused_variables))] // `products`: x86 fuses
+fn scores_rest(q: &[f32], keys: &[f32], stride: usize, scale: f32, out: &mut [f32], products: Products) {
     let row = |p: usize| &keys[p * stride..][..q.len()];
     #[cfg(all(target_arch = "x86_64", feature = "std"))]
-    if std::is_x86_feature_detected!("avx2") {
-        let whole = out.len() / 4 * 4;
-        for p in (0..whole).step_by(4) {
-            // SAFETY: the CPU has AVX (checked just above); the rows are `q.len()` long.
-            let s = unsafe { x86::dot4(q, [row(p), row(p + 1), row(p + 2), row(p + 3)]) };
+    if x86::avx2() {
+        let mut eights = [0];
+        if q.len().is_multiple_of(8) {
+            let (q, out) = (&[q][..], &mut [&mut *out][..]);
+            // SAFETY: the CPU has AVX2 and FMA (checked just above); the query's length is a
+            // multiple of 8.
+            unsafe {
+                match products {
+                    Products::Exact => x86::scores_groups::<true>(q, keys, stride, scale, out, &mut eights),
+                    Products::Rounded => x86::scores_groups::<false>(q, keys, stride, scale, out, &mut eights),
+                }
+            }
+        }
+        let eights = eights[0];
+        let whole = eights + (out.len() - eights) / 4 * 4;
+        for p in (eights..whole).step_by(4) {
+            let rows = [row(p), row(p + 1), row(p + 2), row(p + 3)];
+            // SAFETY: the CPU has AVX2 and FMA (checked just above); the rows are `q.len()` long.
+            let s = unsafe {
+                match products {
+                    Products::Exact => x86::dot4::<true>(q, rows),
+                    Products::Rounded => x86::dot4::<false>(q, rows),
+                }
+            };
             for (o, s) in out[p..p + 4].iter_mut().zip(s) {
                 *o = s * scale;
             }
@@ -54,16 +90,23 @@ pub fn max(w: &[f32]) -> f32 {
 /// `p * stride`.
 #[cfg(test)]
 pub fn accumulate(o: &mut [f32], w: &[f32], values: &[f32], stride: usize) {
-    accumulate_many([o], [w], values, stride);
+    accumulate_many([o], [w], values, stride, Products::Rounded);
 }
 
 /// [`accumulate`] without the AVX-512 form: register blocks on AVX2, the rest element-wise.
-fn accumulate_rest(o: &mut [f32], w: &[f32], values: &[f32], stride: usize) {
+#[cfg_attr(not(all(target_arch = "x86_64", feature = "std")), allow(unused_variables))] // `products`: x86 fuses
+fn accumulate_rest(o: &mut [f32], w: &[f32], values: &[f32], stride: usize, products: Products) {
     #[cfg(all(target_arch = "x86_64", feature = "std"))]
-    let whole = if std::is_x86_feature_detected!("avx2") {
-        let whole = o.len() / x86::E * x86::E;
-        // SAFETY: the CPU has AVX (checked just above).
-        unsafe { x86::accumulate(&mut o[..whole], w, values, stride) };
+    let whole = if x86::avx2() {
+        let whole = o.len() / 8 * 8;
+        let (o, w) = (&mut [&mut o[..whole]][..], &[w][..]);
+        // SAFETY: the CPU has AVX2 and FMA (checked just above); the output is a multiple of 8.
+        unsafe {
+            match products {
+                Products::Exact => x86::accumulate_groups::<true>(o, w, values, stride),
+                Products::Rounded => x86::accumulate_groups::<false>(o, w, values, stride),
+            }
+        };
         whole
     } else {
         0
@@ -79,29 +122,53 @@ fn accumulate_rest(o: &mut [f32], w: &[f32], values: &[f32], stride: usize) {
 }
 
 /// [`scores`] for `Q` queries of one head (neighbouring tokens of a prompt) against the same
-/// keys, `out[t]` for query t: where AVX-512 runs, each key is loaded once for all of them and
-/// `Q` times as many sums run side by side. Every score is still its own [`dot`], so the bits
-/// are those of `Q` `scores` calls.
-pub fn scores_many<const Q: usize>(q: [&[f32]; Q], keys: &[f32], stride: usize, scale: f32, out: [&mut [f32]; Q]) {
+/// keys, `out[t]` for query t: on AVX-512 and AVX2, each key is loaded once for all of them (in
+/// groups on AVX2) and more sums run side by side. Every score is still its own [`dot`], so
+/// the bits are those of `Q` `scores` calls.
+pub fn scores_many<const Q: usize>(
+    q: [&[f32]; Q],
+    keys: &[f32],
+    stride: usize,
+    scale: f32,
+    out: [&mut [f32]; Q],
+    products: Products,
+) {
     #[cfg_attr(not(all(target_arch = "x86_64", feature = "std")), allow(unused_mut))]
-    let (mut out, mut first) = (out, 0);
+    let (mut out, mut first) = (out, [0; Q]);
     #[cfg(all(target_arch = "x86_64", feature = "std"))]
-    if x86::avx512() && q[0].len().is_multiple_of(8) && q.iter().all(|x| x.len() == q[0].len()) {
+    let whole = q[0].len().is_multiple_of(8) && q.iter().all(|x| x.len() == q[0].len());
+    #[cfg(all(target_arch = "x86_64", feature = "std"))]
+    if whole && x86::avx512() {
         let d = q[0].len();
-        first = out.iter().map(|o| o.len()).min().unwrap_or(0) / 8 * 8;
-        for p in (0..first).step_by(8) {
+        let common = out.iter().map(|o| o.len()).min().unwrap_or(0) / 8 * 8;
+        first = [common; Q];
+        for p in (0..common).step_by(8) {
             let rows = core::array::from_fn(|r| &keys[(p + r) * stride..][..d]);
             // SAFETY: AVX-512 F/DQ were detected; the rows are `d` long, a multiple of 8.
-            let s = unsafe { x86::dot8_512(q, rows) };
+            let s = unsafe {
+                match products {
+                    Products::Exact => x86::dot8_512::<Q, true>(q, rows),
+                    Products::Rounded => x86::dot8_512::<Q, false>(q, rows),
+                }
+            };
             for (out, s) in out.iter_mut().zip(s) {
                 for (o, s) in out[p..p + 8].iter_mut().zip(s) {
                     *o = s * scale;
                 }
             }
         }
+    } else if whole && x86::avx2() {
+        let mut parts = out.each_mut().map(|o| &mut **o);
+        // SAFETY: AVX2 and FMA were detected; the queries are one length, a multiple of 8.
+        unsafe {
+            match products {
+                Products::Exact => x86::scores_groups::<true>(&q, keys, stride, scale, &mut parts, &mut first),
+                Products::Rounded => x86::scores_groups::<false>(&q, keys, stride, scale, &mut parts, &mut first),
+            }
+        }
     }
-    for (q, out) in q.into_iter().zip(out) {
-        scores_rest(q, keys.get(first * stride..).unwrap_or(&[]), stride, scale, &mut out[first..]);
+    for ((q, out), first) in q.into_iter().zip(out).zip(first) {
+        scores_rest(q, keys.get(first * stride..).unwrap_or(&[]), stride, scale, &mut out[first..], products);
     }
 }
 
@@ -129,195 +196,52 @@ pub fn softmax_many<const Q: usize>(mut w: [&mut [f32]; Q]) {
     }
 }
 
-/// [`accumulate`] for `Q` queries of one head against the same values: where AVX-512 runs, the
-/// positions all of them weigh go through one pass that loads each value row once for all (and
-/// keeps `4·Q` independent chains of additions), then each goes on alone. Every element still
+/// [`accumulate`] for `Q` queries of one head against the same values: on AVX-512 and AVX2, the
+/// positions all of them weigh go through one pass that loads each value row once for all (in
+/// groups on AVX2) and keeps more independent chains of additions, then each goes on alone. Every element still
 /// adds its positions in order, so the bits are those of `Q` `accumulate` calls.
-pub fn accumulate_many<const Q: usize>(o: [&mut [f32]; Q], w: [&[f32]; Q], values: &[f32], stride: usize) {
+pub fn accumulate_many<const Q: usize>(
+    o: [&mut [f32]; Q],
+    w: [&[f32]; Q],
+    values: &[f32],
+    stride: usize,
+    products: Products,
+) {
     #[cfg_attr(not(all(target_arch = "x86_64", feature = "std")), allow(unused_mut))]
     let (mut o, mut done) = (o, 0);
     #[cfg(all(target_arch = "x86_64", feature = "std"))]
-    if x86::avx512() && o[0].len().is_multiple_of(x86::L512) && o.iter().all(|x| x.len() == o[0].len()) {
+    let same = o.iter().all(|x| x.len() == o[0].len());
+    #[cfg(all(target_arch = "x86_64", feature = "std"))]
+    if same && x86::avx512() && o[0].len().is_multiple_of(x86::L512) {
         done = w.iter().map(|w| w.len()).min().unwrap_or(0);
         let parts: [&mut [f32]; Q] = o.each_mut().map(|o| &mut **o);
         // SAFETY: AVX-512 F was detected; every output a whole number of register blocks.
-        unsafe { x86::accumulate_512(parts, w.map(|w| &w[..done]), values, stride) };
+        let w = w.map(|w| &w[..done]);
+        unsafe {
+            match products {
+                Products::Exact => x86::accumulate_512::<Q, true>(parts, w, values, stride),
+                Products::Rounded => x86::accumulate_512::<Q, false>(parts, w, values, stride),
+            }
+        };
+    } else if same && x86::avx2() && o[0].len().is_multiple_of(8) {
+        done = w.iter().map(|w| w.len()).min().unwrap_or(0);
+        let mut parts = o.each_mut().map(|o| &mut **o);
+        let w = w.map(|w| &w[..done]);
+        // SAFETY: AVX2 and FMA were detected; the outputs are one length, a multiple of 8.
+        unsafe {
+            match products {
+                Products::Exact => x86::accumulate_groups::<true>(&mut parts, &w, values, stride),
+                Products::Rounded => x86::accumulate_groups::<false>(&mut parts, &w, values, stride),
+            }
+        };
     }
     for (o, w) in o.iter_mut().zip(w) {
-        accumulate_rest(o, &w[done..], values.get(done * stride..).unwrap_or(&[]), stride);
+        accumulate_rest(o, &w[done..], values.get(done * stride..).unwrap_or(&[]), stride, products);
     }
 }
 
-/// The same sums with 8-wide registers (mul then add, never fused: the same roundings).
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
-mod x86 {
-    use core::arch::x86_64::*;
-
-    /// Whether the AVX-512 forms can run (F for the arithmetic, DQ for the 256-bit inserts).
-    pub fn avx512() -> bool {
-        std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512dq")
-    }
-
-    /// `dot` of each of `Q` queries with eight rows at once, two rows per 512-bit register (row
-    /// r's eight lanes in one half): lane j of each row still sums elements j, j + 8, … in
-    /// order, with the same query chunk in both halves; each key chunk is loaded once for all
-    /// `Q` queries. The fixed tree then runs on all eight rows together: 128-bit halves added
-    /// (`l_i + l_{i+4}`), then 64-bit halves, then the last pair, each step the same additions
-    /// in the same order as [`super::tree`], only across rows side by side.
-    ///
-    /// # Safety
-    /// AVX-512 F and DQ; every query's length a multiple of 8 and every row as long as it.
-    #[target_feature(enable = "avx512f,avx512dq")]
-    pub unsafe fn dot8_512<const Q: usize>(a: [&[f32]; Q], b: [&[f32]; 8]) -> [[f32; 8]; Q] {
-        let d = a[0].len();
-        assert!(d.is_multiple_of(8) && a.iter().all(|q| q.len() == d) && b.iter().all(|r| r.len() == d));
-        let mut acc = [[_mm512_setzero_ps(); 4]; Q];
-        for t in (0..d).step_by(8) {
-            let q: [__m512; Q] =
-                core::array::from_fn(|i| _mm512_broadcast_f32x8(_mm256_loadu_ps(a[i].as_ptr().add(t))));
-            for j in 0..4 {
-                let lo = _mm512_castps256_ps512(_mm256_loadu_ps(b[2 * j].as_ptr().add(t)));
-                let k = _mm512_insertf32x8::<1>(lo, _mm256_loadu_ps(b[2 * j + 1].as_ptr().add(t)));
-                for i in 0..Q {
-                    acc[i][j] = _mm512_add_ps(acc[i][j], _mm512_mul_ps(q[i], k));
-                }
-            }
-        }
-        core::array::from_fn(|i| tree8(acc[i]))
-    }
-
-    /// The fixed tree of [`dot8_512`] on one query's four accumulators.
-    #[target_feature(enable = "avx512f,avx512dq")]
-    #[inline]
-    unsafe fn tree8(acc: [__m512; 4]) -> [f32; 8] {
-        // 128-bit lane L of `x` holds rows L's lanes 0–3 (rows 0–3), of `y` their lanes 4–7.
-        let half = |a: __m512, b: __m512| {
-            let x = _mm512_shuffle_f32x4::<0b10_00_10_00>(a, b);
-            let y = _mm512_shuffle_f32x4::<0b11_01_11_01>(a, b);
-            _mm512_add_ps(x, y)
-        };
-        let (r0, r4) = (half(acc[0], acc[1]), half(acc[2], acc[3]));
-        // Per lane L: (l0+l4) + (l2+l6) and (l1+l5) + (l3+l7) of rows L and L + 4.
-        let t = _mm512_add_ps(_mm512_shuffle_ps::<0x44>(r0, r4), _mm512_shuffle_ps::<0xEE>(r0, r4));
-        // The last addition: lane L = [s_L, s_{L+4}, …].
-        let s = _mm512_add_ps(_mm512_shuffle_ps::<0x88>(t, t), _mm512_shuffle_ps::<0xDD>(t, t));
-        let mut lanes = [0.0f32; 16];
-        _mm512_storeu_ps(lanes.as_mut_ptr(), s);
-        core::array::from_fn(|r| lanes[4 * (r % 4) + r / 4])
-    }
-
-    /// Elements an AVX-512 register holds; [`accumulate_512`] takes outputs a multiple of it.
-    pub const L512: usize = 16;
-
-    /// `accumulate` for `Q` outputs (each `o.len()` a multiple of 16) whose weights have one
-    /// length, as [`accumulate`] with 16-wide registers: each element still sums its positions
-    /// in order, each value row loaded once for all `Q`. Blocks of 64 elements (four registers
-    /// per output) across all positions, then the last 16–48 (the 48-wide heads of the 1.5B
-    /// layout) as one narrower block.
-    ///
-    /// # Safety
-    /// AVX-512 F.
-    #[target_feature(enable = "avx512f")]
-    pub unsafe fn accumulate_512<const Q: usize>(
-        mut o: [&mut [f32]; Q],
-        w: [&[f32]; Q],
-        values: &[f32],
-        stride: usize,
-    ) {
-        let (d, len) = (o[0].len(), w[0].len());
-        assert!(d.is_multiple_of(L512) && o.iter().all(|o| o.len() == d) && w.iter().all(|w| w.len() == len));
-        assert!(len == 0 || values.len() >= (len - 1) * stride + d);
-        let whole = d / 64 * 64;
-        for c in (0..whole).step_by(64) {
-            block::<Q, 4>(&mut o, &w, values, stride, c);
-        }
-        match (d - whole) / L512 {
-            1 => block::<Q, 1>(&mut o, &w, values, stride, whole),
-            2 => block::<Q, 2>(&mut o, &w, values, stride, whole),
-            3 => block::<Q, 3>(&mut o, &w, values, stride, whole),
-            _ => {}
-        }
-    }
-
-    /// Elements `c..c + 16·K` of every output, in `K` registers each across all positions.
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    #[allow(clippy::needless_range_loop)] // register tiles read best as indices
-    unsafe fn block<const Q: usize, const K: usize>(
-        o: &mut [&mut [f32]; Q],
-        w: &[&[f32]; Q],
-        values: &[f32],
-        stride: usize,
-        c: usize,
-    ) {
-        let mut acc: [[__m512; K]; Q] =
-            core::array::from_fn(|i| core::array::from_fn(|k| _mm512_loadu_ps(o[i].as_ptr().add(c + 16 * k))));
-        for p in 0..w[0].len() {
-            let v = values.as_ptr().add(p * stride + c);
-            let s: [__m512; Q] = core::array::from_fn(|i| _mm512_set1_ps(w[i][p]));
-            for k in 0..K {
-                let v = _mm512_loadu_ps(v.add(16 * k));
-                for i in 0..Q {
-                    acc[i][k] = _mm512_add_ps(acc[i][k], _mm512_mul_ps(s[i], v));
-                }
-            }
-        }
-        for (o, acc) in o.iter_mut().zip(&acc) {
-            for (k, acc) in acc.iter().enumerate() {
-                _mm512_storeu_ps(o.as_mut_ptr().add(c + 16 * k), *acc);
-            }
-        }
-    }
-
-    /// `dot` for four rows at once: one row's chain of eight-lane adds waits on each add, four
-    /// chains overlap. Lane j of row r sums elements j, j + 8, … exactly as `dot` does.
-    #[target_feature(enable = "avx")]
-    pub unsafe fn dot4(a: &[f32], b: [&[f32]; 4]) -> [f32; 4] {
-        let d = a.len();
-        assert!(b.iter().all(|r| r.len() == d));
-        let whole = d / 8 * 8;
-        let mut l = [_mm256_setzero_ps(); 4];
-        for t in (0..whole).step_by(8) {
-            let ca = _mm256_loadu_ps(a.as_ptr().add(t));
-            for r in 0..4 {
-                let cb = _mm256_loadu_ps(b[r].as_ptr().add(t));
-                l[r] = _mm256_add_ps(l[r], _mm256_mul_ps(ca, cb));
-            }
-        }
-        let mut out = [0.0f32; 4];
-        for r in 0..4 {
-            let mut lanes = [0.0f32; 8];
-            _mm256_storeu_ps(lanes.as_mut_ptr(), l[r]);
-            for j in whole..d {
-                lanes[j % 8] += a[j] * b[r][j];
-            }
-            out[r] = super::tree(&lanes);
-        }
-        out
-    }
-
-    /// Elements a register block holds across all positions.
-    pub const E: usize = 32;
-
-    /// `accumulate` for `o.len()` a multiple of `E`: thirty-two elements stay in four registers
-    /// across all positions, instead of `o` being loaded and stored once per position.
-    #[target_feature(enable = "avx")]
-    pub unsafe fn accumulate(o: &mut [f32], w: &[f32], values: &[f32], stride: usize) {
-        assert!(o.len().is_multiple_of(E) && (w.is_empty() || values.len() >= (w.len() - 1) * stride + o.len()));
-        for c in (0..o.len()).step_by(E) {
-            let mut acc: [__m256; 4] = core::array::from_fn(|k| _mm256_loadu_ps(o.as_ptr().add(c + 8 * k)));
-            for (p, &s) in w.iter().enumerate() {
-                let (s, v) = (_mm256_set1_ps(s), values.as_ptr().add(p * stride + c));
-                for (k, acc) in acc.iter_mut().enumerate() {
-                    *acc = _mm256_add_ps(*acc, _mm256_mul_ps(s, _mm256_loadu_ps(v.add(8 * k))));
-                }
-            }
-            for (k, acc) in acc.iter().enumerate() {
-                _mm256_storeu_ps(o.as_mut_ptr().add(c + 8 * k), *acc);
-            }
-        }
-    }
-}
+mod x86;
 
 /// The fixed tree that ends [`dot`] (and the Q8_0 output layer's eight lanes): lane j holds
 /// elements j, j + 8, ….
@@ -448,11 +372,31 @@ mod tests {
         }
     }
 
+    /// Every value rounded to F16, as the forward pass rounds what attention multiplies.
+    fn halves(v: alloc::vec::Vec<f32>) -> alloc::vec::Vec<f32> {
+        v.into_iter().map(|x| crate::gguf::f16_to_f32(crate::gguf::f32_to_f16(x))).collect()
+    }
+
     /// Two or four queries at once (with weights of equal or unequal lengths) give what single
-    /// calls give, bit for bit: scores, softmax and weighted sums.
+    /// calls give, bit for bit: scores, softmax and weighted sums. With `Products::Exact` (the
+    /// fused multiply-adds) on F16 values, what the single unfused calls give.
     #[test]
     fn the_blocked_scores_and_sums_of_several_queries_equal_single_calls_bit_for_bit() {
+        for products in [super::Products::Rounded, super::Products::Exact] {
+            several_queries_equal_single_calls(products);
+        }
+    }
+
+    fn several_queries_equal_single_calls(products: super::Products) {
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<alloc::vec::Vec<_>>();
+        // The fused path is promised F16 factors; the unfused one takes any.
+        let exact = products == super::Products::Exact;
+        let values = |n: usize, seed: u32| if exact { halves(values(n, seed)) } else { values(n, seed) };
+        let round = |w: &mut [f32]| {
+            if exact {
+                w.iter_mut().for_each(|x| *x = crate::gguf::f16_to_f32(crate::gguf::f32_to_f16(*x)))
+            }
+        };
         // Miri interprets every vector instruction: two shapes there.
         let shapes: &[(usize, usize, usize)] = if cfg!(miri) {
             &[(64, 9, 72), (48, 3, 48)]
@@ -465,7 +409,7 @@ mod tests {
             let lengths = [(rows - 1, rows), (rows, 1), (rows, rows), (1, rows)];
             for &(la, lb) in &lengths[..if cfg!(miri) { 2 } else { 4 }] {
                 let (mut a, mut b) = (alloc::vec![0.0; la], alloc::vec![0.0; lb]);
-                super::scores_many([&q[0], &q[1]], &keys, stride, 0.125, [&mut a, &mut b]);
+                super::scores_many([&q[0], &q[1]], &keys, stride, 0.125, [&mut a, &mut b], products);
                 let (mut wa, mut wb) = (alloc::vec![0.0; la], alloc::vec![0.0; lb]);
                 super::scores(&q[0], &keys, stride, 0.125, &mut wa);
                 super::scores(&q[1], &keys, stride, 0.125, &mut wb);
@@ -474,30 +418,43 @@ mod tests {
                 super::softmax_many([&mut wa]);
                 super::softmax_many([&mut wb]);
                 assert_eq!((bits(&a), bits(&b)), (bits(&wa), bits(&wb)), "softmax d {d}, {la} and {lb} positions");
+                round(&mut wa);
+                round(&mut wb);
                 let start = [values(d, 5), values(d, 6)];
                 let (mut oa, mut ob) = (start[0].clone(), start[1].clone());
-                super::accumulate_many([&mut oa, &mut ob], [&wa, &wb], &keys, stride);
+                super::accumulate_many([&mut oa, &mut ob], [&wa, &wb], &keys, stride, products);
                 let (mut ea, mut eb) = (start[0].clone(), start[1].clone());
                 super::accumulate(&mut ea, &wa, &keys, stride);
                 super::accumulate(&mut eb, &wb, &keys, stride);
-                assert_eq!((bits(&oa), bits(&ob)), (bits(&ea), bits(&eb)), "sums d {d}, {la} and {lb} positions");
+                let what = alloc::format!("sums d {d}, {la} and {lb} positions, {products:?}");
+                assert_eq!((bits(&oa), bits(&ob)), (bits(&ea), bits(&eb)), "{what}");
             }
             // Four at once, the shortest not first (as attention's groups never are, but may be).
             let qs: [alloc::vec::Vec<f32>; 4] = core::array::from_fn(|t| values(d, 20 + t as u32));
             let lens = [rows, rows - 1, rows, 1];
             let mut got: [alloc::vec::Vec<f32>; 4] = core::array::from_fn(|t| alloc::vec![0.0; lens[t]]);
-            super::scores_many(qs.each_ref().map(|q| &q[..]), &keys, stride, 0.5, got.each_mut().map(|w| &mut w[..]));
+            super::scores_many(
+                qs.each_ref().map(|q| &q[..]),
+                &keys,
+                stride,
+                0.5,
+                got.each_mut().map(|w| &mut w[..]),
+                products,
+            );
             super::softmax_many(got.each_mut().map(|w| &mut w[..]));
+            got.iter_mut().for_each(|w| round(w));
             let mut outs: [alloc::vec::Vec<f32>; 4] = core::array::from_fn(|t| values(d, 30 + t as u32));
             let ws = got.each_ref().map(|w| &w[..]);
-            super::accumulate_many(outs.each_mut().map(|o| &mut o[..]), ws, &keys, stride);
+            super::accumulate_many(outs.each_mut().map(|o| &mut o[..]), ws, &keys, stride, products);
             for t in 0..4 {
                 let mut w = alloc::vec![0.0; lens[t]];
                 super::scores(&qs[t], &keys, stride, 0.5, &mut w);
                 super::softmax_many([&mut w]);
+                round(&mut w);
                 let mut o = values(d, 30 + t as u32);
                 super::accumulate(&mut o, &w, &keys, stride);
-                assert_eq!((bits(&got[t]), bits(&outs[t])), (bits(&w), bits(&o)), "four at once, d {d}, query {t}");
+                let what = alloc::format!("four at once, d {d}, query {t}, {products:?}");
+                assert_eq!((bits(&got[t]), bits(&outs[t])), (bits(&w), bits(&o)), "{what}");
             }
         }
     }

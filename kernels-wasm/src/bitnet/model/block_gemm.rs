@@ -1,5 +1,6 @@
-//! Prompt GEMMs of I2_S matrices on AVX-512, 32 weight rows at a time: AMX where the CPU has
-//! it, else each block unpacked to bytes for VNNI ([`crate::bitnet::i2s::unpacked`]). A work
+//! Prompt GEMMs of I2_S matrices on AVX-512 and AVX2, 32 weight rows at a time: AMX where the
+//! CPU has it, else each block unpacked to bytes for VNNI or `pmaddubsw`
+//! ([`crate::bitnet::i2s::unpacked`]). A work
 //! unit is one block of one matrix against every activation row, its results dequantised into
 //! the output rows as the GEMM emits them.
 //!
@@ -25,7 +26,7 @@ const R: usize = unpacked::ROWS;
 
 /// Whether the block path runs `ws` on `n` activation rows here.
 pub fn applies(ws: &[&I2sMatrix], n: usize, backend: Backend) -> bool {
-    backend == Backend::Avx512
+    matches!(backend, Backend::Avx512 | Backend::Avx2)
         && backend.is_available()
         && n >= unpacked::MIN_ROWS
         && ws.iter().all(|m| m.layout == I2sLayout::X86 && m.rows.is_multiple_of(R))
@@ -37,13 +38,20 @@ pub struct Acts<'a> {
     sums: Vec<i32>,
     scales: Vec<f32>,
     packed: Option<Vec<u8>>,
+    /// The unpacked blocks' kernel where AMX does not run.
+    backend: Backend,
 }
 
 impl<'a> Acts<'a> {
-    pub fn new(acts: &'a [(QuantActs, i32)], k: usize, par: &dyn Parallel) -> Result<Acts<'a>, BitnetError> {
+    pub fn new(
+        acts: &'a [(QuantActs, i32)],
+        k: usize,
+        backend: Backend,
+        par: &dyn Parallel,
+    ) -> Result<Acts<'a>, BitnetError> {
         let n = acts.len();
         let q: Vec<&[i8]> = acts.iter().map(|a| &a.0.q[..]).collect();
-        let packed = if n >= amx::MIN_ROWS && amx::available() {
+        let packed = if n >= amx::MIN_ROWS && backend == Backend::Avx512 && amx::available() {
             // Packed into tile layout once, 16 rows at a time on the threads.
             let group = amx::packed_len(16, k);
             let mut packed = vec![0u8; amx::packed_len(n, k)];
@@ -65,6 +73,7 @@ impl<'a> Acts<'a> {
             scales: acts.iter().map(|a| a.0.scale).collect(),
             q,
             packed,
+            backend,
         })
     }
 
@@ -72,7 +81,7 @@ impl<'a> Acts<'a> {
     fn gemm(&self, w: &I2sMatrix, row0: usize, emit: &mut Emit) -> Result<(), BitnetError> {
         match &self.packed {
             Some(packed) => w.gemm_amx(&self.q, packed, &self.sums, row0, emit),
-            None => w.gemm_unpacked(&self.q, &self.sums, row0, emit),
+            None => w.gemm_unpacked(&self.q, &self.sums, self.backend, row0, emit),
         }
     }
 

@@ -376,7 +376,11 @@ impl Group<'_> {
             w.resize(self.start + i + 1, 0.0);
         }
         let mut ws = ws.map(|w| &mut w[..]);
-        attend::scores_many(qs.map(|q| &q[..]), self.keys, self.stride, self.scale, ws.each_mut().map(|w| &mut **w));
+        // Rounded to F16 (queries here, the cache as it was written, the weights below), every
+        // product is exact in f32 and may be fused (see `attend`'s notes).
+        let products = if self.ex.reference { attend::Products::Rounded } else { attend::Products::Exact };
+        let (keys, stride) = (self.keys, self.stride);
+        attend::scores_many(qs.map(|q| &q[..]), keys, stride, self.scale, ws.each_mut().map(|w| &mut **w), products);
         attend::softmax_many(ws.each_mut().map(|w| &mut **w));
         for w in ws.iter_mut() {
             self.ex.round_half(w);
@@ -384,7 +388,7 @@ impl Group<'_> {
         for o in outs.iter_mut() {
             o.fill(0.0);
         }
-        attend::accumulate_many(outs, ws.each_ref().map(|w| &**w), self.values, self.stride);
+        attend::accumulate_many(outs, ws.each_ref().map(|w| &**w), self.values, self.stride, products);
     }
 }
 

@@ -187,14 +187,15 @@ impl Linear {
             }
             return Ok(());
         }
-        // I2_S prompts on AVX-512 take the 32-row block GEMMs, which write their own outputs.
+        // I2_S prompts on AVX-512 and AVX2 take the 32-row block GEMMs, which write their own
+        // outputs.
         #[cfg(all(target_arch = "x86_64", feature = "std"))]
         if block == unpacked::ROWS {
             let i2s: Vec<&I2sMatrix> =
                 ws.iter().filter_map(|w| if let Linear::I2s(m) = w { Some(m) } else { None }).collect();
             if i2s.len() == ws.len() && block_gemm::applies(&i2s, n, backend) {
                 let acts = quantize_rows(xs, k, par)?;
-                let acts = block_gemm::Acts::new(&acts, k, par)?;
+                let acts = block_gemm::Acts::new(&acts, k, backend, par)?;
                 return block_gemm::many(&i2s, &acts, par, outs);
             }
         }
@@ -261,7 +262,7 @@ impl Linear {
     }
 
     /// `out = glu(xs · gateᵀ, xs · upᵀ)` element by element in one pass, where the I2_S
-    /// block GEMM runs (AVX-512, enough rows; see [`block_gemm`]): `Ok(false)` elsewhere, and
+    /// block GEMM runs (AVX-512 or AVX2, enough rows; see [`block_gemm`]): `Ok(false)` elsewhere, and
     /// the caller runs [`Self::forward_many`] and `glu` itself, which gives the same bits.
     pub fn forward_gated(
         gate: &Linear,
@@ -279,7 +280,7 @@ impl Linear {
                 crate::bitnet::quant::check_len("activations (whole rows of K)", n * k, xs.len())?;
                 crate::bitnet::quant::check_len("outputs (n rows of M)", n * g.rows, out.len())?;
                 let acts = quantize_rows(xs, k, par)?;
-                let acts = block_gemm::Acts::new(&acts, k, par)?;
+                let acts = block_gemm::Acts::new(&acts, k, backend, par)?;
                 block_gemm::gated(g, u, &acts, par, out, glu)?;
                 return Ok(true);
             }

@@ -147,7 +147,7 @@ pub fn quantize_acts(ty: GgmlType, x: &[f32]) -> QuantRow {
 pub fn dot(ty: GgmlType, w: &[u8], x: &QuantRow) -> f32 {
     #[cfg(all(target_arch = "x86_64", feature = "std"))]
     if ty == GgmlType::Q8_0 && x.corr.len() == x.q.len() / 4 && w.len() / 34 * 32 == x.q.len() {
-        if std::is_x86_feature_detected!("avx512vl") && std::is_x86_feature_detected!("avx512vnni") {
+        if crate::bitnet::wide::avx512() && std::is_x86_feature_detected!("avx512vnni") {
             // SAFETY: the features were detected; lengths checked just above.
             return unsafe { x86::q8_0_vnni(w, x) };
         }
