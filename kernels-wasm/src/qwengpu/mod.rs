@@ -42,6 +42,8 @@ pub mod limb_alu;
 #[cfg(feature = "std")]
 pub mod limb_bits;
 #[cfg(feature = "std")]
+pub mod limb_memory;
+#[cfg(feature = "std")]
 pub mod limb_mul;
 #[cfg(feature = "std")]
 pub mod limbs;

@@ -1,0 +1,290 @@
+//! The second machine's state rows (issue #22, `docs/qwengpu-second-machine.md` §4): words as
+//! plain 8-bit limbs in the rows of a Gated DeltaNet layer (`deltanet`, Qwen3.5's arithmetic,
+//! nothing specialised), written and read exactly in f32. This is where registers (and memory)
+//! live between tokens: a VAL token's embedding names a row and carries its limbs, a later
+//! position's query reads them back into the stream's limb channels.
+//!
+//! The input is the stream after its bias-channel RMSNorm (`limbs`): channel `one` is 1, address
+//! channels are 0/1, limb channels integers in 0..256.
+//!
+//! **Addresses are an AND of one-hot groups** (say thread × register), so the stream holds a
+//! few dozen address channels while the state has a row for every combination. Key `i`'s
+//! pre-activation is `M·(number of groups whose hot channel is i's) − (G − 1)·M`: `M` where all
+//! `G` groups match, 0 where one does not, at most `−M` otherwise. SiLU keeps `M` (`sigmoid(M)`
+//! rounds to 1) and sends 0 and `−M` to ±0 (`sigmoid(−4096)` underflows), so the key is `M·e_i`
+//! exactly; without an address every entry is ±0. Then, as in the first design's `memory`:
+//! the L2 norm gives `e_i` (`M² = 2^24`, ε lost), `β = 1` and `α = 1`, and the delta rule
+//! replaces row `i` by the value and leaves every other row (`k = ±0`) as it was. Queries are
+//! the same AND over the read groups, `e_i / √d_k` after the norm, a power of two.
+//!
+//! **Values and the output norm.** A row is `[B, l_0 + 32, …, l_{L−1} + 32, 0, …]`: SiLU is the
+//! identity on `B = 2^24` and on `l + 32 ≥ 32` (`sigmoid` rounds to 1 from 17 on), so the value
+//! the layer stores is exactly that. Reading row `i` gives `o = row / √d_k`. RMSNormGated divides
+//! by `√(mean(o²) + ε)`: the limbs add at most `L·287²` to `B²`, below half an ulp of `B²`
+//! (2^24) in any order, so the root is exactly `B/√(d_k·d_v)`, a power of two when `d_k·d_v` is a
+//! power of four. A norm scale of `2^24/(32·√d_v)` and `silu(z) = 32` make each output channel
+//! the row's entry again, and `out_proj` takes `o_j − 32·o_0/B`: the limbs, or 0 for a row never
+//! written (all zero: `0 · rsqrt(ε) = 0`) and for a position that reads nothing.
+//!
+//! A layer has one head per read a position makes; every head is written alike, so each holds
+//! the whole file.
+
+use super::deltanet::{DeltaNet, DeltaNetWeights, CONV};
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// The magnitude of a hot key or query pre-activation.
+const M: f32 = 4096.0;
+/// The value's bias entry.
+const B: f32 = 16_777_216.0;
+/// The offset that puts a limb where SiLU is the identity.
+const OFFSET: f32 = 32.0;
+
+/// The shape of a memory and where its inputs sit in the (normed) stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Layout {
+    /// Sizes of the address's one-hot groups; a row is one combination.
+    pub groups: Vec<usize>,
+    /// Limbs per row.
+    pub limbs: usize,
+    /// Stream width, and its constant channel (1 after the norm).
+    pub d_model: usize,
+    pub one: usize,
+    /// First channel of each write-address group, and of the limbs written.
+    pub write: Vec<usize>,
+    pub value: usize,
+    /// Per head (one read each): the first channel of each read-address group.
+    pub reads: Vec<Vec<usize>>,
+}
+
+impl Layout {
+    /// Rows addressed: the product of the group sizes.
+    pub fn rows(&self) -> usize {
+        self.groups.iter().product()
+    }
+
+    /// The state's key width: the rows rounded up to a power of four (so `1/√d_k` is a power of
+    /// two).
+    pub fn d_k(&self) -> usize {
+        power_of_four(self.rows())
+    }
+
+    /// The value width: the bias entry and the limbs, rounded up to a power of four.
+    pub fn d_v(&self) -> usize {
+        power_of_four(self.limbs + 1)
+    }
+
+    /// Row `i`'s index in each group (the first group varies slowest).
+    fn digits(&self, mut i: usize) -> Vec<usize> {
+        let mut d = vec![0; self.groups.len()];
+        for (g, size) in self.groups.iter().enumerate().rev() {
+            d[g] = i % size;
+            i /= size;
+        }
+        d
+    }
+
+    /// The row of an address given group by group.
+    pub fn row(&self, address: &[usize]) -> usize {
+        address.iter().zip(&self.groups).fold(0, |acc, (&a, &size)| acc * size + a)
+    }
+}
+
+fn power_of_four(n: usize) -> usize {
+    let mut p = 1;
+    while p < n {
+        p *= 4;
+    }
+    p
+}
+
+/// The layer's weights for `layout`.
+pub fn weights(layout: &Layout) -> DeltaNetWeights {
+    let (d, one, heads) = (layout.d_model, layout.one, layout.reads.len());
+    let (dk, dv, g) = (layout.d_k(), layout.d_v(), layout.groups.len() as f32);
+    let channels = heads * (2 * dk + dv);
+    let mut w_qkv = vec![0.0; channels * d];
+    // Key or query row `i` (`row` of the projection) from address groups starting at `starts`.
+    let mut and = |row: usize, starts: &[usize], i: usize| {
+        if i < layout.rows() {
+            for (&s, digit) in starts.iter().zip(layout.digits(i)) {
+                w_qkv[row * d + s + digit] = M;
+            }
+            w_qkv[row * d + one] = -(g - 1.0) * M;
+        }
+    };
+    for (h, read) in layout.reads.iter().enumerate() {
+        for i in 0..dk {
+            and(h * dk + i, read, i);
+            and((heads + h) * dk + i, &layout.write, i);
+        }
+    }
+    for h in 0..heads {
+        let v = (2 * heads * dk + h * dv) * d;
+        w_qkv[v + one] = B;
+        for j in 0..layout.limbs {
+            w_qkv[v + (1 + j) * d + one] = OFFSET;
+            w_qkv[v + (1 + j) * d + layout.value + j] = 1.0;
+        }
+    }
+    let mut conv = vec![0.0; channels * CONV];
+    for c in 0..channels {
+        conv[c * CONV + CONV - 1] = 1.0;
+    }
+    let mut w_z = vec![0.0; heads * dv * d];
+    for r in 0..heads * dv {
+        w_z[r * d + one] = 32.0;
+    }
+    let mut w_b = vec![0.0; heads * d];
+    for h in 0..heads {
+        w_b[h * d + one] = 32.0;
+    }
+    // Head h's limb j: o_j − 32·o_0/B (powers of two: exact).
+    let mut w_out = vec![0.0; heads * layout.limbs * heads * dv];
+    for h in 0..heads {
+        for j in 0..layout.limbs {
+            let row = (h * layout.limbs + j) * heads * dv;
+            w_out[row + h * dv + 1 + j] = 1.0;
+            w_out[row + h * dv] = -OFFSET / B;
+        }
+    }
+    DeltaNetWeights {
+        d_model: d,
+        heads,
+        d_k: dk,
+        d_v: dv,
+        w_qkv,
+        w_z,
+        w_b,
+        w_a: vec![0.0; heads * d],
+        a_log: vec![-1000.0; heads],
+        dt_bias: vec![0.0; heads],
+        conv,
+        norm: vec![B / (OFFSET * (dv as f32).sqrt()); dv],
+        eps: 1e-6,
+        w_out,
+    }
+}
+
+/// A memory layer for `layout`, every row unwritten.
+pub fn layer(layout: &Layout) -> DeltaNet {
+    DeltaNet::new(weights(layout))
+}
+
+/// The limbs row `i` holds in head `h` (`None` for a row never written, or one that does not
+/// hold `[B, limbs + 32, 0…]` exactly).
+pub fn row_limbs(net: &DeltaNet, layout: &Layout, h: usize, i: usize) -> Option<Vec<u32>> {
+    let row = net.row(h, i);
+    let limbs: Vec<f32> = row[1..=layout.limbs].iter().map(|&v| v - OFFSET).collect();
+    let clean = row[0] == B && row[1 + layout.limbs..].iter().all(|&v| v == 0.0);
+    (clean && limbs.iter().all(|&l| (0.0..256.0).contains(&l) && l.fract() == 0.0))
+        .then(|| limbs.iter().map(|&l| l as u32).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bitnet::random::Rng;
+    use crate::qwengpu::limbs::{bias, norm_weights, rms_norm};
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    /// A register file: 16 threads × 15 registers, four limbs a row, three reads a position, on a
+    /// stream of 256 channels (bias channel 0).
+    fn registers() -> Layout {
+        let (threads, regs) = (16, 15);
+        let group = threads + regs;
+        Layout {
+            groups: vec![threads, regs],
+            limbs: 4,
+            d_model: 256,
+            one: 0,
+            write: vec![1, 1 + threads],
+            value: 1 + group,
+            reads: (0..3).map(|h| vec![5 + group + h * group, 5 + group + h * group + threads]).collect(),
+        }
+    }
+
+    /// The stream at a position, before its norm: the bias, the write's address and limbs, each
+    /// head's read address.
+    fn stream(l: &Layout, write: Option<(&[usize], [u32; 4])>, reads: &[Option<Vec<usize>>]) -> Vec<f32> {
+        let mut x = vec![0.0; l.d_model];
+        x[l.one] = bias(l.d_model);
+        if let Some((address, limbs)) = write {
+            for ((&s, &a), _) in l.write.iter().zip(address).zip(&l.groups) {
+                x[s + a] = 1.0;
+            }
+            for (j, v) in limbs.into_iter().enumerate() {
+                x[l.value + j] = v as f32;
+            }
+        }
+        for (starts, read) in l.reads.iter().zip(reads) {
+            if let Some(address) = read {
+                for (&s, &a) in starts.iter().zip(address) {
+                    x[s + a] = 1.0;
+                }
+            }
+        }
+        x
+    }
+
+    /// Random writes and reads (three heads reading at once, some positions writing and reading
+    /// the same row) through the real layer, fed by the bias-channel norm, against a plain array:
+    /// every read bit-exact, every state row of every head decoded now and then.
+    #[test]
+    fn a_deltanet_layer_holds_limb_words_exactly() {
+        let l = registers();
+        assert_eq!((l.d_k(), l.d_v(), l.rows()), (256, 16, 240));
+        let mut net = layer(&l);
+        let mut plain: Vec<Option<[u32; 4]>> = vec![None; l.rows()];
+        let mut rng = Rng::new(5);
+        let order: Vec<usize> = (0..l.d_model).collect();
+        let pick = |rng: &mut Rng| vec![(rng.next_u64() % 16) as usize, (rng.next_u64() % 15) as usize];
+        for step in 0..400 {
+            let write = rng.next_u64().is_multiple_of(3).then(|| {
+                let limbs: [u32; 4] = core::array::from_fn(|j| match (step + j) % 5 {
+                    0 => 0,
+                    1 => 255,
+                    _ => (rng.next_u64() % 256) as u32,
+                });
+                (pick(&mut rng), limbs)
+            });
+            let reads: Vec<Option<Vec<usize>>> = (0..3)
+                .map(|h| match (h, &write) {
+                    // Now and then a head reads the row this position writes.
+                    (0, Some((a, _))) if step % 4 == 0 => Some(a.clone()),
+                    _ => (!rng.next_u64().is_multiple_of(4)).then(|| pick(&mut rng)),
+                })
+                .collect();
+            let x = stream(&l, write.as_ref().map(|(a, v)| (&a[..], *v)), &reads);
+            let n = rms_norm(&x, &norm_weights(l.d_model), 1e-6, &order);
+            let y = net.step(&n);
+            if let Some((a, v)) = &write {
+                plain[l.row(a)] = Some(*v);
+            }
+            for (h, read) in reads.iter().enumerate() {
+                let want = read.as_ref().and_then(|a| plain[l.row(a)]).unwrap_or([0; 4]);
+                let got = &y[h * 4..h * 4 + 4];
+                assert_eq!(got, want.map(|v| v as f32), "step {step}, head {h}: read {read:?}");
+            }
+            if step % 50 == 0 {
+                for (i, p) in plain.iter().enumerate() {
+                    for h in 0..3 {
+                        assert_eq!(row_limbs(&net, &l, h, i), p.map(|p| p.to_vec()), "step {step}: head {h}, row {i}");
+                    }
+                }
+                // The padding rows past the addresses stay empty.
+                assert!((l.rows()..l.d_k()).all(|i| net.row(0, i).iter().all(|&v| v == 0.0)));
+            }
+        }
+    }
+
+    #[test]
+    fn rows_are_the_groups_mixed_radix() {
+        let l = registers();
+        assert_eq!(l.row(&[0, 0]), 0);
+        assert_eq!(l.row(&[1, 2]), 17);
+        assert_eq!(l.digits(17), vec![1, 2]);
+        assert_eq!(l.row(&[15, 14]), 239);
+    }
+}
