@@ -90,6 +90,32 @@ pub unsafe fn unpack_block_avx2(rows: &[u8], k: usize, out: &mut [u8]) {
     }
 }
 
+/// The block kernels' promises on their arguments, checked (see [`block`]).
+fn check(w: &[u8], k: usize, q: &[&[i8]], sums: &[i32], acc: &[i32]) {
+    assert!(q.len() <= 4 && sums.len() == q.len() && acc.len() >= ROWS * q.len() && w.len() >= unpacked_len(k));
+    assert!(q.iter().all(|q| q.len() >= k));
+}
+
+/// Where rows `4·quad..` of the unpacked block start: half `quad / 4`, row `4·(quad % 4)` of it.
+///
+/// # Safety
+/// `w` is a whole unpacked block for `chunks` chunks (checked by [`check`]), `quad < 8`.
+#[inline(always)]
+unsafe fn quad_base(w: &[u8], chunks: usize, quad: usize) -> *const u8 {
+    let (h, m) = (quad / 4, 4 * (quad % 4));
+    w.as_ptr().add(h * chunks * HALF_CHUNK + m * CHUNK)
+}
+
+/// Activation row t's four sums of rows `4·quad..`, less its Σq, into its run of `acc`.
+///
+/// # Safety
+/// SSE2 (every x86-64); `acc` holds `32·(t + 1)` values (checked by [`check`]), `quad < 8`.
+#[inline(always)]
+unsafe fn store(acc: &mut [i32], sums: &[i32], t: usize, quad: usize, s: __m128i) {
+    let v = _mm_sub_epi32(s, _mm_set1_epi32(sums[t]));
+    _mm_storeu_si128(acc.as_mut_ptr().add(t * ROWS + 4 * quad).cast(), v);
+}
+
 /// `Σ code·q − Σq` of the 32 unpacked rows `w` against up to four activation rows `q` (`sums`
 /// their Σq): run t of `acc` (32 values) gets activation row t's.
 ///
@@ -98,16 +124,11 @@ pub unsafe fn unpack_block_avx2(rows: &[u8], k: usize, out: &mut [u8]) {
 /// `32·q.len()` values; `q.len() ≤ 4`, `sums.len() == q.len()`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 pub unsafe fn block(w: &[u8], k: usize, q: &[&[i8]], sums: &[i32], acc: &mut [i32]) {
-    assert!(q.len() <= 4 && sums.len() == q.len() && acc.len() >= ROWS * q.len() && w.len() >= unpacked_len(k));
-    assert!(q.iter().all(|q| q.len() >= k));
+    check(w, k, q, sums, acc);
     let chunks = k / CHUNK;
     for quad in 0..ROWS / 4 {
-        let (h, m) = (quad / 4, 4 * (quad % 4));
-        let base = w.as_ptr().add(h * chunks * HALF_CHUNK + m * CHUNK);
-        let mut put = |t: usize, s: __m128i| {
-            let v = _mm_sub_epi32(s, _mm_set1_epi32(sums[t]));
-            _mm_storeu_si128(acc.as_mut_ptr().add(t * ROWS + 4 * quad).cast(), v);
-        };
+        let base = quad_base(w, chunks, quad);
+        let mut put = |t: usize, s: __m128i| store(acc, sums, t, quad, s);
         match *q {
             [a, b, c, d] => tile(base, chunks, [a, b, c, d]).into_iter().enumerate().for_each(|(t, s)| put(t, s)),
             [a, b, c] => tile(base, chunks, [a, b, c]).into_iter().enumerate().for_each(|(t, s)| put(t, s)),
@@ -144,12 +165,10 @@ unsafe fn tile<const N: usize>(w: *const u8, chunks: usize, q: [&[i8]; N]) -> [_
 /// AVX2; otherwise as [`block`].
 #[target_feature(enable = "avx2")]
 pub unsafe fn block_avx2(w: &[u8], k: usize, q: &[&[i8]], sums: &[i32], acc: &mut [i32]) {
-    assert!(q.len() <= 4 && sums.len() == q.len() && acc.len() >= ROWS * q.len() && w.len() >= unpacked_len(k));
-    assert!(q.iter().all(|q| q.len() >= k));
+    check(w, k, q, sums, acc);
     let chunks = k / CHUNK;
     for quad in 0..ROWS / 4 {
-        let (h, m) = (quad / 4, 4 * (quad % 4));
-        let base = w.as_ptr().add(h * chunks * HALF_CHUNK + m * CHUNK);
+        let base = quad_base(w, chunks, quad);
         for (t0, pair) in q.chunks(2).enumerate() {
             let totals: &[__m128i] = match *pair {
                 [a, b] => &tile_avx2(base, chunks, [a, b]),
@@ -157,8 +176,7 @@ pub unsafe fn block_avx2(w: &[u8], k: usize, q: &[&[i8]], sums: &[i32], acc: &mu
                 _ => &[],
             };
             for (t, &s) in (2 * t0..).zip(totals) {
-                let v = _mm_sub_epi32(s, _mm_set1_epi32(sums[t]));
-                _mm_storeu_si128(acc.as_mut_ptr().add(t * ROWS + 4 * quad).cast(), v);
+                store(acc, sums, t, quad, s);
             }
         }
     }
