@@ -243,7 +243,7 @@ impl MemLayer {
             w_out[c.ch as usize * dv + j] = 2.0 * A;
         }
         let mut net =
-            DeltaNet::new(super::memory::exact_weights_sized(d, Stream::ONE, dk, dv, self.norm, w_qkv, w_out));
+            DeltaNet::new(super::memory::exact_weights_sized(d, Stream::ONE, (1, dk, dv), self.norm, w_qkv, w_out));
         net.state.copy_from_slice(&self.state);
         net
     }

@@ -29,7 +29,8 @@
 //! A layer has one head per read a position makes; every head is written alike, so each holds
 //! the whole file.
 
-use super::deltanet::{DeltaNet, DeltaNetWeights, CONV};
+use super::deltanet::{DeltaNet, DeltaNetWeights};
+use super::memory::exact_weights_sized;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -127,18 +128,6 @@ pub fn weights(layout: &Layout) -> DeltaNetWeights {
             w_qkv[v + (1 + j) * d + layout.value + j] = 1.0;
         }
     }
-    let mut conv = vec![0.0; channels * CONV];
-    for c in 0..channels {
-        conv[c * CONV + CONV - 1] = 1.0;
-    }
-    let mut w_z = vec![0.0; heads * dv * d];
-    for r in 0..heads * dv {
-        w_z[r * d + one] = 32.0;
-    }
-    let mut w_b = vec![0.0; heads * d];
-    for h in 0..heads {
-        w_b[h * d + one] = 32.0;
-    }
     // Head h's limb j: o_j − 32·o_0/B (powers of two: exact).
     let mut w_out = vec![0.0; heads * layout.limbs * heads * dv];
     for h in 0..heads {
@@ -148,22 +137,8 @@ pub fn weights(layout: &Layout) -> DeltaNetWeights {
             w_out[row + h * dv] = -OFFSET / B;
         }
     }
-    DeltaNetWeights {
-        d_model: d,
-        heads,
-        d_k: dk,
-        d_v: dv,
-        w_qkv,
-        w_z,
-        w_b,
-        w_a: vec![0.0; heads * d],
-        a_log: vec![-1000.0; heads],
-        dt_bias: vec![0.0; heads],
-        conv,
-        norm: vec![B / (OFFSET * (dv as f32).sqrt()); dv],
-        eps: 1e-6,
-        w_out,
-    }
+    let norm = B / (OFFSET * (dv as f32).sqrt());
+    exact_weights_sized(d, one, (heads, dk, dv), norm, w_qkv, w_out)
 }
 
 /// A memory layer for `layout`, every row unwritten.

@@ -67,41 +67,43 @@ pub fn decode_row(row: &[f32], hot: f32) -> Option<u32> {
 /// encoding above needs — identity convolution taps, `silu(z) = 32`, `β = 1`, `α = 1`, RMSNormGated
 /// scale 1/128.
 pub fn exact_weights(d_model: usize, one: usize, w_qkv: Vec<f32>, w_out: Vec<f32>) -> DeltaNetWeights {
-    exact_weights_sized(d_model, one, ROWS, WORD, 1.0 / 128.0, w_qkv, w_out)
+    exact_weights_sized(d_model, one, (1, ROWS, WORD), 1.0 / 128.0, w_qkv, w_out)
 }
 
-/// [`exact_weights`] for `d_k` rows of `d_v` channels with RMSNormGated scale `norm`.
+/// [`exact_weights`] for `heads` heads of `d_k` rows of `d_v` channels each, with RMSNormGated
+/// scale `norm` (every head set alike).
 pub fn exact_weights_sized(
     d_model: usize,
     one: usize,
-    dk: usize,
-    dv: usize,
+    (heads, dk, dv): (usize, usize, usize),
     norm: f32,
     w_qkv: Vec<f32>,
     w_out: Vec<f32>,
 ) -> DeltaNetWeights {
-    let channels = 2 * dk + dv;
+    let channels = heads * (2 * dk + dv);
     let mut conv = vec![0.0; channels * CONV];
     for c in 0..channels {
         conv[c * CONV + CONV - 1] = 1.0;
     }
-    let mut w_z = vec![0.0; dv * d_model];
-    for j in 0..dv {
+    let mut w_z = vec![0.0; heads * dv * d_model];
+    for j in 0..heads * dv {
         w_z[j * d_model + one] = 32.0;
     }
-    let mut w_b = vec![0.0; d_model];
-    w_b[one] = 32.0;
+    let mut w_b = vec![0.0; heads * d_model];
+    for h in 0..heads {
+        w_b[h * d_model + one] = 32.0;
+    }
     DeltaNetWeights {
         d_model,
-        heads: 1,
+        heads,
         d_k: dk,
         d_v: dv,
         w_qkv,
         w_z,
         w_b,
-        w_a: vec![0.0; d_model],
-        a_log: vec![-1000.0],
-        dt_bias: vec![0.0],
+        w_a: vec![0.0; heads * d_model],
+        a_log: vec![-1000.0; heads],
+        dt_bias: vec![0.0; heads],
         conv,
         norm: vec![norm; dv],
         eps: 1e-6,
