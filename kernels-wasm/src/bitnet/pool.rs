@@ -40,6 +40,12 @@ struct Shared {
     warming: AtomicBool,
     /// Tells a warm job to stop at its next check.
     cancel: AtomicBool,
+    /// Workers asleep on `wake`, and whether the caller sleeps on `done`: a notification is a
+    /// system call (a futex wake, about a microsecond in a VM), and at about 140 jobs and as
+    /// many warm hints a token, generation made some 700 of them a token while every thread
+    /// was spinning and none needed waking. So only a sleeper is woken.
+    sleeping: AtomicUsize,
+    caller_asleep: AtomicBool,
 }
 
 /// `threads − 1` workers; the caller of [`Pool::run`] is thread 0.
@@ -61,6 +67,8 @@ impl Pool {
             stop: AtomicBool::new(false),
             warming: AtomicBool::new(false),
             cancel: AtomicBool::new(false),
+            sleeping: AtomicUsize::new(0),
+            caller_asleep: AtomicBool::new(false),
         });
         let mut workers = Vec::new();
         for index in 1..threads.max(1) {
@@ -106,7 +114,11 @@ impl Pool {
         *slot = Some(job);
         s.epoch.fetch_add(1, Ordering::AcqRel);
         drop(slot);
-        s.wake.notify_all();
+        // A worker counts itself in `sleeping` under the job lock before it checks the epoch
+        // and sleeps: it either saw this epoch, or it counted itself before the lock above.
+        if s.sleeping.load(Ordering::SeqCst) > 0 {
+            s.wake.notify_all();
+        }
     }
 
     /// Lets the workers prefetch the first bytes of what each thread reads next, `spans` in the
@@ -146,9 +158,14 @@ impl Pool {
                 std::hint::spin_loop();
             } else {
                 let guard = s.done.0.lock().unwrap_or_else(|e| e.into_inner());
-                if s.pending.load(Ordering::Acquire) != 0 {
+                // Announce the sleep, then check: the last worker decrements `pending`, then
+                // looks at `caller_asleep` (both sequentially consistent), so one of the two
+                // sees the other. The timeout is a second line of defence, not the mechanism.
+                s.caller_asleep.store(true, Ordering::SeqCst);
+                if s.pending.load(Ordering::SeqCst) != 0 {
                     drop(s.done.1.wait_timeout(guard, std::time::Duration::from_millis(1)));
                 }
+                s.caller_asleep.store(false, Ordering::SeqCst);
             }
         }
     }
@@ -168,9 +185,11 @@ fn worker(s: &Shared, index: usize) {
                 std::hint::spin_loop();
             } else {
                 let guard = s.job.lock().unwrap_or_else(|e| e.into_inner());
+                s.sleeping.fetch_add(1, Ordering::SeqCst);
                 if s.epoch.load(Ordering::Acquire) == seen && !s.stop.load(Ordering::Acquire) {
                     drop(s.wake.wait(guard));
                 }
+                s.sleeping.fetch_sub(1, Ordering::SeqCst);
             }
         }
         if s.stop.load(Ordering::Acquire) {
@@ -190,7 +209,7 @@ fn worker(s: &Shared, index: usize) {
         if !finished {
             s.panicked.store(true, Ordering::Relaxed);
         }
-        if s.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+        if s.pending.fetch_sub(1, Ordering::SeqCst) == 1 && s.caller_asleep.load(Ordering::SeqCst) {
             let _guard = s.done.0.lock().unwrap_or_else(|e| e.into_inner());
             s.done.1.notify_all();
         }
@@ -231,6 +250,32 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Jobs posted after the workers have gone to sleep (a pause longer than their spin) must
+    /// wake them: `post` notifies only a counted sleeper, and a lost wake-up would hang here,
+    /// which the watchdog turns into a failure.
+    #[test]
+    fn jobs_after_pauses_wake_sleeping_workers() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let pool = Pool::new(3).unwrap();
+            for round in 0..12u64 {
+                std::thread::sleep(std::time::Duration::from_millis(if round % 3 == 0 { 30 } else { 2 }));
+                let hits = AtomicU64::new(0);
+                pool.run(&|i| {
+                    // Worker 2 sometimes finishes late, so the caller goes to sleep on `done`.
+                    if i == 2 && round % 2 == 0 {
+                        std::thread::sleep(std::time::Duration::from_millis(5));
+                    }
+                    hits.fetch_add(1, Ordering::Relaxed);
+                })
+                .unwrap();
+                assert_eq!(hits.load(Ordering::Relaxed), 3, "round {round}");
+            }
+            let _ = tx.send(());
+        });
+        assert!(rx.recv_timeout(std::time::Duration::from_secs(30)).is_ok(), "a worker or the caller was never woken");
     }
 
     #[test]
