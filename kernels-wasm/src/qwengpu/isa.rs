@@ -29,6 +29,9 @@ pub struct MachineSpec {
     /// Threads per launch and per thread block.
     pub max_threads: usize,
     pub max_block_threads: usize,
+    /// Whether the ALU divides (`DivS`, `DivU`, `RemS`, `RemU`). Without a divider the lowering
+    /// expands each division into a routine of other instructions (`soft_div`).
+    pub divider: bool,
 }
 
 impl Default for MachineSpec {
@@ -42,6 +45,7 @@ impl Default for MachineSpec {
             shared_words: 32,
             max_threads: 128,
             max_block_threads: 32,
+            divider: true,
         }
     }
 }

@@ -137,6 +137,13 @@ fn ipdoms(succ: &[Vec<usize>]) -> Vec<usize> {
 
 /// Lowers a parsed entry for the machine `spec`.
 pub fn lower(entry: &Entry, spec: &MachineSpec) -> Result<Kernel, PtxError> {
+    let expanded;
+    let entry = if spec.divider {
+        entry
+    } else {
+        expanded = Entry { body: super::soft_div::expand(&entry.body)?, ..entry.clone() };
+        &expanded
+    };
     let mut cx = Ctx::new(entry, spec)?;
     // 1. Basic blocks.
     let mut blocks: Vec<Block> = vec![Block { label: None, insts: vec![], code: vec![], succ: vec![] }];

@@ -6,7 +6,8 @@
 //! if a language model ran it (issue #22's bound), and `limbs` is the second machine's arithmetic:
 //! words as 8-bit limbs in scalar channels, added and compared by SwiGLU layers exactly in f32,
 //! with `limb_bits` for the bitwise operations and shifts and `limb_mul` for `mul`;
-//! `limb_alu` stacks them all side by side, one lane's ALU.
+//! `limb_alu` stacks them all side by side, one lane's ALU; `soft_div` turns division into a
+//! routine of other instructions for a machine without a divider (the second machine's case).
 //!
 //! The compiled machine: `deltanet` is Qwen3.5's Gated DeltaNet in f32, `memory` and `alu` argue
 //! why chosen weights make its state rows and its MLPs exact; `net` is the residual stream of
@@ -61,6 +62,7 @@ pub mod rom;
 #[cfg(feature = "std")]
 pub mod run;
 mod select;
+mod soft_div;
 pub mod suite;
 #[cfg(feature = "std")]
 pub mod units;

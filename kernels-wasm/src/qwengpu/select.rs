@@ -274,7 +274,7 @@ pub(super) fn state_space(cx: &Ctx<'_>, i: &Instruction) -> Result<Space, PtxErr
     }
 }
 
-fn signed(op: &[String]) -> bool {
+pub(super) fn signed(op: &[String]) -> bool {
     op.iter().any(|p| p.starts_with('s') && p[1..].parse::<u32>().is_ok())
 }
 
