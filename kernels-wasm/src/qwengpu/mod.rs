@@ -7,7 +7,8 @@
 //! words as 8-bit limbs in scalar channels, added and compared by SwiGLU layers exactly in f32,
 //! with `limb_bits` for the bitwise operations and shifts and `limb_mul` for `mul`;
 //! `limb_alu` stacks them all side by side, one lane's ALU; `soft_div` turns division into a
-//! routine of other instructions for a machine without a divider (the second machine's case).
+//! routine of other instructions for a machine without a divider (the second machine's case);
+//! `val_token` is a value's hop between steps: a VAL token's embedding and the head that samples it.
 //!
 //! The compiled machine: `deltanet` is Qwen3.5's Gated DeltaNet in f32, `memory` and `alu` argue
 //! why chosen weights make its state rows and its MLPs exact; `net` is the residual stream of
@@ -66,6 +67,7 @@ mod soft_div;
 pub mod suite;
 #[cfg(feature = "std")]
 pub mod units;
+pub mod val_token;
 mod wide;
 
 #[cfg(test)]
