@@ -95,7 +95,23 @@ fn routine(i: &Instruction, site: usize) -> Result<Vec<Stmt>, PtxError> {
         head.push(format!("mov.u32 {i}, 64"));
     }
     head.push(format!("mov.u32 {rr}, 0"));
-    let top = format!("$Ldv{site}");
+    let (top, skip, done) = (format!("$Ldv{site}"), format!("$Ldv{site}_skip"), format!("$Ldv{site}_done"));
+    // Leading zero bytes of the dividend, eight iterations at a time: while r is 0 and b is
+    // not, an iteration shifts a zero into r, compares 0 ≥ b (false) and enters a zero quotient
+    // bit, so eight of them are a <<= 8. A dividend of 0 skips the loop altogether. By zero,
+    // every iteration runs (each gives a quotient bit of 1).
+    head.push(format!("setp.eq.u32 {p}, {b}, 0"));
+    head.push(format!("@{p} bra {top}"));
+    let skipping = [
+        format!("shr.u32 {t}, {a}, 24"),
+        format!("setp.ne.u32 {p}, {t}, 0"),
+        format!("@{p} bra {top}"),
+        format!("shl.b32 {a}, {a}, 8"),
+        format!("sub.u32 {i}, {i}, 16"),
+        format!("setp.gt.u32 {p}, {i}, 1"),
+        format!("@{p} bra {skip}"),
+        format!("bra.uni {done}"),
+    ];
     let body = [
         // (r, a) <<= 1 as one 64-bit word; h keeps the bit shifted out of r.
         format!("shr.u32 {h}, {rr}, 31"),
@@ -130,8 +146,16 @@ fn routine(i: &Instruction, site: usize) -> Result<Vec<Stmt>, PtxError> {
     };
     let inst = |l: &String| instruction(l, line).map(Stmt::Inst);
     let mut stmts: Vec<Stmt> = head.iter().map(inst).collect::<Result<_, _>>()?;
+    stmts.push(Stmt::Label(skip, line));
+    for l in &skipping {
+        stmts.push(inst(l)?);
+    }
     stmts.push(Stmt::Label(top, line));
-    for l in body.iter().chain(&tail) {
+    for l in &body {
+        stmts.push(inst(l)?);
+    }
+    stmts.push(Stmt::Label(done, line));
+    for l in &tail {
         stmts.push(inst(l)?);
     }
     Ok(stmts)
