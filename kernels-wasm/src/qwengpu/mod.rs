@@ -67,6 +67,7 @@ mod soft_div;
 pub mod suite;
 #[cfg(feature = "std")]
 pub mod units;
+#[cfg(feature = "std")]
 pub mod val_token;
 mod wide;
 
