@@ -8,7 +8,8 @@
 //! with `limb_bits` for the bitwise operations and shifts and `limb_mul` for `mul`;
 //! `limb_alu` stacks them all side by side, one lane's ALU; `soft_div` turns division into a
 //! routine of other instructions for a machine without a divider (the second machine's case);
-//! `val_token` is a value's hop between steps: a VAL token's embedding and the head that samples it.
+//! `machine_tokens` is the hop between positions: VAL and record tokens' embeddings and the head
+//! that samples them.
 //!
 //! The compiled machine: `deltanet` is Qwen3.5's Gated DeltaNet in f32, `memory` and `alu` argue
 //! why chosen weights make its state rows and its MLPs exact; `net` is the residual stream of
@@ -52,6 +53,8 @@ pub mod limbs;
 pub mod lower;
 mod lower_bits;
 #[cfg(feature = "std")]
+pub mod machine_tokens;
+#[cfg(feature = "std")]
 pub mod memory;
 #[cfg(feature = "std")]
 pub mod mlp;
@@ -67,8 +70,6 @@ mod soft_div;
 pub mod suite;
 #[cfg(feature = "std")]
 pub mod units;
-#[cfg(feature = "std")]
-pub mod val_token;
 mod wide;
 
 #[cfg(test)]
