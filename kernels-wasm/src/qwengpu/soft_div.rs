@@ -30,13 +30,17 @@ use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
 
-/// `body` with every `div` and `rem` replaced by its routine.
+/// `body` with every 32-bit `div` and `rem` replaced by its routine. A 64-bit one is left as it
+/// is, for the lowering to refuse as it refuses it on any machine (the routine works on words).
 pub fn expand(body: &[Stmt]) -> Result<Vec<Stmt>, PtxError> {
     let mut out = Vec::with_capacity(body.len());
     let mut site = 0;
     for stmt in body {
         match stmt {
-            Stmt::Inst(i) if matches!(i.op[0].as_str(), "div" | "rem") => {
+            Stmt::Inst(i)
+                if matches!(i.op[0].as_str(), "div" | "rem")
+                    && !i.op.iter().any(|t| matches!(t.as_str(), "u64" | "s64" | "b64")) =>
+            {
                 out.extend(routine(i, site)?);
                 site += 1;
             }

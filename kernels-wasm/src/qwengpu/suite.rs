@@ -579,9 +579,17 @@ mod limits {
             (swap("ld.global.u32", "ld.local.u32"), "without a local array"),
             (swap("mov.u32 \t%r4, %tid.x", "mov.u32 \t%r4, %warpid"), "not a special register"),
         ];
-        for (text, needle) in cases {
-            let e = compile(&text, None, &MachineSpec::default()).unwrap_err();
-            assert!(e.line > 0 && e.to_string().contains(needle), "{e} lacks {needle:?}");
+        // Without a divider too: the division routine must not swallow what the lowering
+        // refuses (a 64-bit division above all).
+        for spec in [MachineSpec::default(), MachineSpec { divider: false, ..MachineSpec::default() }] {
+            for (text, needle) in &cases {
+                let e = compile(text, None, &spec).unwrap_err();
+                assert!(
+                    e.line > 0 && e.to_string().contains(needle),
+                    "{e} lacks {needle:?} (divider: {})",
+                    spec.divider
+                );
+            }
         }
     }
 }
