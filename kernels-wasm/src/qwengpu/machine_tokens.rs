@@ -190,16 +190,5 @@ pub fn final_norm(x: &[f32], w: &[f32], order: &[usize]) -> Vec<f32> {
     rms_norm(x, w, 1e-6, order)
 }
 
-/// The index of the largest logit (the first, on ties).
-pub fn argmax(l: &[f32]) -> usize {
-    let mut best = 0;
-    for (i, &v) in l.iter().enumerate() {
-        if v > l[best] {
-            best = i;
-        }
-    }
-    best
-}
-
 #[cfg(test)]
 mod tests;

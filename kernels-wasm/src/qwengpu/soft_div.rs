@@ -30,17 +30,23 @@ use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
 
-/// `body` with every 32-bit `div` and `rem` replaced by its routine. A 64-bit one is left as it
-/// is, for the lowering to refuse as it refuses it on any machine (the routine works on words).
+/// Whether `i` is a division the routine replaces: a 32-bit `div` or `rem` of three operands,
+/// unguarded. Any other is left as it is, for the lowering to refuse with its own words, as on
+/// any machine (a 64-bit division, a predicated one, a wrong operand count).
+fn expands(i: &Instruction) -> bool {
+    matches!(i.op[0].as_str(), "div" | "rem")
+        && !i.op.last().is_some_and(|t| super::wide::is64(t))
+        && i.guard.is_none()
+        && i.args.len() == 3
+}
+
+/// `body` with every division [`expands`] names replaced by its routine.
 pub fn expand(body: &[Stmt]) -> Result<Vec<Stmt>, PtxError> {
     let mut out = Vec::with_capacity(body.len());
     let mut site = 0;
     for stmt in body {
         match stmt {
-            Stmt::Inst(i)
-                if matches!(i.op[0].as_str(), "div" | "rem")
-                    && !i.op.iter().any(|t| matches!(t.as_str(), "u64" | "s64" | "b64")) =>
-            {
+            Stmt::Inst(i) if expands(i) => {
                 out.extend(routine(i, site)?);
                 site += 1;
             }
@@ -53,12 +59,6 @@ pub fn expand(body: &[Stmt]) -> Result<Vec<Stmt>, PtxError> {
 /// The statements that compute division site `site` (`i`: `div|rem.type d, a, b`).
 fn routine(i: &Instruction, site: usize) -> Result<Vec<Stmt>, PtxError> {
     let line = i.line;
-    if i.args.len() != 3 {
-        return super::select::err(line, format!("`{}`: 3 operands expected", i.text));
-    }
-    if i.guard.is_some() {
-        return super::select::err(line, format!("`{}`: only branches may be predicated", i.text));
-    }
     let text = |o: &super::ptx::Operand| -> Result<String, PtxError> {
         match o {
             super::ptx::Operand::Reg(r) => Ok(r.clone()),

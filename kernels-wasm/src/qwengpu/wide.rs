@@ -18,7 +18,7 @@ use alloc::string::{String, ToString};
 use alloc::vec;
 use alloc::vec::Vec;
 
-fn is64(t: &str) -> bool {
+pub(super) fn is64(t: &str) -> bool {
     matches!(t, "s64" | "u64" | "b64")
 }
 

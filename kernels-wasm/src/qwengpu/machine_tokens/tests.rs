@@ -1,6 +1,11 @@
 use super::*;
 use crate::bitnet::random::Rng;
 use crate::qwengpu::limbs::norm_weights;
+
+/// The model's argmax: the highest logit, ties to the lowest id.
+fn argmax(l: &[f32]) -> usize {
+    crate::bitnet::model::sample::greedy(l) as usize
+}
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
