@@ -69,6 +69,9 @@ enum QwengpuCommand {
     /// The second machine's ALU for one lane (SwiGLU layers on 8-bit limbs): its size, and random
     /// operands checked against the ISA.
     Alu(native_host::qwengpu::alu::Args),
+    /// The second machine spliced into SmolLM2 (or -m MODEL): KL(plain ‖ spliced) over English
+    /// text, and greedy continuations of ten prompts compared.
+    Drift(native_host::qwengpu::drift::Args),
     /// The suite on a real NVIDIA GPU: --emit writes nvcc harnesses and run.sh; --compare checks
     /// what they printed against the plain Rust versions.
     Nvcc(native_host::qwengpu::nvcc::Args),
@@ -144,6 +147,7 @@ async fn main() -> Result<()> {
         Command::Qwengpu(QwengpuCommand::Bench(args)) => native_host::qwengpu::bench::run(args),
         Command::Qwengpu(QwengpuCommand::Carry(args)) => native_host::qwengpu::carry::run(args),
         Command::Qwengpu(QwengpuCommand::Alu(args)) => native_host::qwengpu::alu::run(args),
+        Command::Qwengpu(QwengpuCommand::Drift(args)) => native_host::qwengpu::drift::run(args),
         Command::Qwengpu(QwengpuCommand::Nvcc(args)) => native_host::qwengpu::nvcc::run(args),
         Command::Gpu(GpuCommand::Bench(args)) => native_host::gpu::bench(args),
         Command::Probe => {

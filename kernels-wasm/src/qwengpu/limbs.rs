@@ -75,7 +75,14 @@ pub struct Layer {
 
 impl Layer {
     pub fn forward(&self, x: &mut [f32], eps: f32, order: &[usize]) {
-        let n = rms_norm(x, &norm_weights(x.len()), eps, order);
+        self.forward_with(x, &norm_weights(x.len()), eps, order);
+    }
+
+    /// [`Self::forward`] with the norm weights `w`: on a stream the machine shares with a text
+    /// model (`splice`), where only the machine's channels have §2's weights. Only the channels
+    /// the units write change.
+    pub fn forward_with(&self, x: &mut [f32], w: &[f32], eps: f32, order: &[usize]) {
+        let n = rms_norm(x, w, eps, order);
         let dot = |w: &[(usize, f32)]| w.iter().fold(0.0f32, |s, &(i, v)| s + v * n[i]);
         let mut out = vec![0.0f32; x.len()];
         for u in &self.units {
@@ -84,9 +91,22 @@ impl Layer {
                 out[c] += v * h;
             }
         }
-        for (xi, o) in x.iter_mut().zip(out) {
-            *xi += o;
+        for c in self.units.iter().flat_map(|u| &u.down).map(|&(c, _)| c) {
+            x[c] += core::mem::take(&mut out[c]);
         }
+    }
+
+    /// The same layer with every channel (the bias too) moved up by `offset`.
+    pub fn shifted(&self, offset: usize) -> Layer {
+        let shift = |w: &[(usize, f32)]| w.iter().map(|&(c, v)| (c + offset, v)).collect();
+        let units =
+            self.units.iter().map(|u| Unit { gate: shift(&u.gate), up: shift(&u.up), down: shift(&u.down) }).collect();
+        Layer { units }
+    }
+
+    /// Hidden units and nonzero weights.
+    pub fn size(&self) -> (usize, usize) {
+        (self.units.len(), self.units.iter().map(|u| u.gate.len() + u.up.len() + u.down.len()).sum())
     }
 
     /// `[Σ terms ≥ t]` (terms over normed channels, integers) added to `down` (two units).

@@ -53,6 +53,9 @@ pub struct Field {
 /// The machine's vocabulary: the kind channel, then the VAL tokens' fields and the records'.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Vocab {
+    /// The §2 bias channel ([`BIAS`] on the machine's own stream; after the text's channels in a
+    /// spliced model).
+    pub bias: usize,
     pub kind: usize,
     pub val: [Field; 2],
     pub record: [Field; 3],
@@ -74,7 +77,19 @@ impl Vocab {
     /// The channels from `first` on: kind, VAL low and high limbs, warp, block, mask.
     pub fn at(first: usize) -> Vocab {
         let f = |i: usize, size: u32| Field { channel: first + i, size };
-        Vocab { kind: first, val: [f(1, 256), f(2, 256)], record: [f(3, 32), f(4, 32), f(5, 16)] }
+        Vocab { bias: BIAS, kind: first, val: [f(1, 256), f(2, 256)], record: [f(3, 32), f(4, 32), f(5, 16)] }
+    }
+
+    /// [`Self::at`] with the bias in channel `bias`.
+    pub fn on(first: usize, bias: usize) -> Vocab {
+        Vocab { bias, ..Vocab::at(first) }
+    }
+
+    /// The channels the fields take (the kind's first).
+    pub fn channels(&self) -> Vec<usize> {
+        let mut c = vec![self.kind];
+        c.extend(self.val.iter().chain(&self.record).map(|f| f.channel));
+        c
     }
 
     pub fn vals(&self) -> usize {
@@ -132,7 +147,7 @@ impl Vocab {
 
     /// Token `t`'s embedding row on a `d`-channel stream (sparse: channel, value).
     pub fn embedding(&self, d: usize, t: Token) -> Vec<(usize, f32)> {
-        let mut row = vec![(BIAS, bias(d))];
+        let mut row = vec![(self.bias, bias(d))];
         row.extend(self.fields(t).into_iter().map(|(c, v, _)| (c, v)));
         row
     }
@@ -141,7 +156,7 @@ impl Vocab {
     pub fn head_row(&self, t: Token) -> Vec<(usize, f32)> {
         let fields = self.fields(t);
         let mut row: Vec<(usize, f32)> = fields.iter().map(|&(c, v, w)| (c, 2.0 * w * v)).collect();
-        row.push((BIAS, fields.iter().fold(LIFT, |s, &(_, v, w)| s - w * v * v)));
+        row.push((self.bias, fields.iter().fold(LIFT, |s, &(_, v, w)| s - w * v * v)));
         row
     }
 

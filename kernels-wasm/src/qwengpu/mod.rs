@@ -67,6 +67,8 @@ pub mod rom;
 pub mod run;
 mod select;
 mod soft_div;
+#[cfg(feature = "std")]
+pub mod splice;
 pub mod suite;
 #[cfg(feature = "std")]
 pub mod units;

@@ -1,0 +1,153 @@
+use super::drift::{self, kl};
+use super::*;
+use crate::bitnet::model::sample::greedy as argmax;
+use crate::bitnet::random::Rng;
+use crate::qwen3::model::Model;
+use crate::qwen3::reference::Reference;
+use crate::qwengpu::limbs::{word, LIMBS};
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+/// The tiny llama (hidden 256 = 16², so it can be spliced), and its random weights.
+fn llama() -> (Config, FloatModel) {
+    let c = Config::TINY_FAMILY[1].1;
+    (c, Model::random_float(c, 3))
+}
+
+fn tokens(rng: &mut Rng, n: usize, vocab: usize) -> Vec<usize> {
+    (0..n).map(|_| (rng.next_u64() % vocab as u64) as usize).collect()
+}
+
+/// The runner's plain model is the reference's (an independent plain forward pass, itself
+/// checked against candle): the same logits up to summation order, the same argmax, on all
+/// three architectures.
+#[test]
+fn the_plain_runner_is_the_reference() {
+    for (name, c) in Config::TINY_FAMILY {
+        let model = Model::random_float(c, 11);
+        let mut reference = Reference::new(c, &model);
+        let mut runner = Runner::plain(c, &model).unwrap();
+        for (pos, t) in tokens(&mut Rng::new(1), 12, c.vocab).into_iter().enumerate() {
+            let (want, got) = (reference.forward(t), runner.forward(t).unwrap());
+            let worst = want.iter().zip(&got).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+            assert!(worst < 1e-4, "{name}, position {pos}: |Δlogit| up to {worst}");
+            assert_eq!(argmax(&want), argmax(&got), "{name}, position {pos}");
+        }
+    }
+}
+
+/// At text positions the spliced model's text logits are the plain model's bit for bit, every
+/// machine logit is at most −KIND, so the drift is exactly 0 and greedy decoding agrees.
+#[test]
+fn text_positions_are_untouched_by_the_splice() {
+    let (c, model) = llama();
+    let splice = Splice::new(c).unwrap();
+    let (mut plain, mut spliced) = (Runner::plain(c, &model).unwrap(), Runner::spliced(c, &model, &splice).unwrap());
+    let mut rng = Rng::new(2);
+    for t in tokens(&mut rng, 40, c.vocab) {
+        let (p, s) = (plain.forward(t).unwrap(), spliced.forward(t).unwrap());
+        assert_eq!(s.len(), c.vocab + splice.vocab.len());
+        assert!(p.iter().zip(&s).all(|(a, b)| a.to_bits() == b.to_bits()), "token {t}");
+        // About −2^60/rms: exp of it beside any text logit is exactly 0.
+        assert!(s[c.vocab..].iter().all(|&l| l < -1e15), "token {t}");
+        assert_eq!(kl(&p, &s), 0.0);
+    }
+    let passages: Vec<Vec<usize>> = (0..3).map(|_| tokens(&mut rng, 30, c.vocab)).collect();
+    let prompts: Vec<Vec<usize>> = (0..2).map(|_| tokens(&mut rng, 5, c.vocab)).collect();
+    let d = drift::measure(&mut plain, &mut spliced, &passages, &prompts, 8, &mut |_, _| {}).unwrap();
+    assert_eq!((d.positions, d.mean_kl, d.max_kl, d.greedy_identical), (87, 0.0, 0.0, 2));
+}
+
+/// The argument is needed: with the text's own ε on the widened stream (instead of ε/4), the
+/// text logits move.
+#[test]
+fn without_the_scaled_epsilon_the_text_drifts() {
+    let (c, model) = llama();
+    let splice = Splice::new(c).unwrap();
+    let (mut plain, mut spliced) = (Runner::plain(c, &model).unwrap(), Runner::spliced(c, &model, &splice).unwrap());
+    spliced.eps = c.rms_eps as f32;
+    let moved = tokens(&mut Rng::new(4), 20, c.vocab)
+        .into_iter()
+        .filter(|&t| {
+            let (p, s) = (plain.forward(t).unwrap(), spliced.forward(t).unwrap());
+            kl(&p, &s) > 0.0
+        })
+        .count();
+    assert!(moved > 10, "only {moved} of 20 positions moved");
+}
+
+/// The flag is needed: with the final norm's weight on it zeroed, every machine token scores 0
+/// at text positions and takes probability from the text.
+#[test]
+fn without_the_text_flag_machine_tokens_take_mass() {
+    let (c, model) = llama();
+    let splice = Splice::new(c).unwrap();
+    let (mut plain, mut spliced) = (Runner::plain(c, &model).unwrap(), Runner::spliced(c, &model, &splice).unwrap());
+    spliced.final_norm[splice.flag] = 0.0;
+    // Trained models' logits are within tens of 0; these random ones are not, so both runners'
+    // text logits are scaled down alike (the splice argument holds for any weights).
+    for w in plain.final_norm.iter_mut().chain(&mut spliced.final_norm[..c.hidden]) {
+        *w /= 64.0;
+    }
+    for t in tokens(&mut Rng::new(6), 5, c.vocab) {
+        let (p, s) = (plain.forward(t).unwrap(), spliced.forward(t).unwrap());
+        assert!(s[c.vocab..].iter().all(|&l| l == 0.0));
+        assert!(kl(&p, &s) > 1e-3, "{}", kl(&p, &s));
+    }
+}
+
+/// At a machine position (after text), the compiled ALU computes in the shared stream, every
+/// result equal to the ISA's for the operands the VAL token feeds it; the model's own argmax over
+/// the whole vocabulary is the token its channels name, with the runner-up exactly 1 below (the
+/// final norm stayed exact over the text layers' output).
+#[test]
+fn machine_positions_run_the_alu_and_name_their_token() {
+    let (c, model) = llama();
+    let splice = Splice::new(c).unwrap();
+    let mut spliced = Runner::spliced(c, &model, &splice).unwrap();
+    let mut rng = Rng::new(7);
+    for t in tokens(&mut rng, 10, c.vocab) {
+        spliced.forward(t).unwrap();
+    }
+    let mut vals = vec![0u16, 1, 0xff, 0x100, 0xffff, 0x8000, 0x1234];
+    vals.extend((0..6).map(|_| rng.next_u64() as u16));
+    for v in vals {
+        let id = splice.token_id(Token::Val(v));
+        let logits = spliced.forward(id).unwrap();
+        let x = &spliced.machine_stream;
+        let (a, b) = Splice::alu_operands(v);
+        for &(op, at) in &splice.alu_results {
+            let got = match op {
+                Op::Cmp(_) => (x[at] == 0.0 || x[at] == 1.0).then_some(x[at] as u32),
+                Op::Alu(_) => word(&x[at..at + LIMBS]),
+            };
+            assert_eq!(got, Some(op.eval(a, b)), "{op:?} on VAL {v:#x}");
+        }
+        let best = argmax(&logits) as usize;
+        assert_eq!(best, id, "VAL {v:#x}");
+        let mut rest = logits.clone();
+        rest[id] = f32::MIN;
+        assert_eq!(logits[id] - rest[argmax(&rest) as usize], 1.0, "VAL {v:#x}");
+    }
+    let record = Token::Record { warp: 3, block: 17, mask: 9 };
+    let logits = spliced.forward(splice.token_id(record)).unwrap();
+    assert_eq!(splice.machine_token(argmax(&logits) as usize), Some(record));
+}
+
+/// Bad input is named: a hidden size that is no square, a token past the vocabulary, tensors of
+/// the wrong size.
+#[test]
+fn bad_splices_and_tokens_are_errors() {
+    let c = Config { hidden: 200, ..Config::TINY_FAMILY[1].1 };
+    assert_eq!(Splice::new(c).err(), Some(SpliceError::Hidden(200)));
+    let (c, mut model) = llama();
+    let splice = Splice::new(c).unwrap();
+    let mut spliced = Runner::spliced(c, &model, &splice).unwrap();
+    let past = splice.vocab_size();
+    assert_eq!(spliced.forward(past).err(), Some(SpliceError::Token { token: past, vocab: past }));
+    let mut plain = Runner::plain(c, &model).unwrap();
+    assert_eq!(plain.forward(c.vocab).err(), Some(SpliceError::Token { token: c.vocab, vocab: c.vocab }));
+    model.layers[1].down.pop();
+    let e = Runner::plain(c, &model).err().unwrap();
+    assert!(e.to_string().contains("ffn_down") || e.to_string().contains("down"), "{e}");
+}
