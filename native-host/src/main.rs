@@ -69,6 +69,9 @@ enum QwengpuCommand {
     /// The second machine's ALU for one lane (SwiGLU layers on 8-bit limbs): its size, and random
     /// operands checked against the ISA.
     Alu(native_host::qwengpu::alu::Args),
+    /// Writes SmolLM2 (or -m MODEL) with the second machine spliced in as a checkpoint:
+    /// config.json, model.safetensors (compiled matrices as coordinates and values), tokenizer.json.
+    Splice(native_host::qwengpu::checkpoint::Args),
     /// The second machine spliced into SmolLM2 (or -m MODEL): KL(plain ‖ spliced) over English
     /// text, and greedy continuations of ten prompts compared.
     Drift(native_host::qwengpu::drift::Args),
@@ -148,6 +151,7 @@ async fn main() -> Result<()> {
         Command::Qwengpu(QwengpuCommand::Carry(args)) => native_host::qwengpu::carry::run(args),
         Command::Qwengpu(QwengpuCommand::Alu(args)) => native_host::qwengpu::alu::run(args),
         Command::Qwengpu(QwengpuCommand::Drift(args)) => native_host::qwengpu::drift::run(args),
+        Command::Qwengpu(QwengpuCommand::Splice(args)) => native_host::qwengpu::checkpoint::run(args),
         Command::Qwengpu(QwengpuCommand::Nvcc(args)) => native_host::qwengpu::nvcc::run(args),
         Command::Gpu(GpuCommand::Bench(args)) => native_host::gpu::bench(args),
         Command::Probe => {

@@ -12,7 +12,7 @@ use kernels_wasm::qwengpu::machine_tokens::Token;
 use kernels_wasm::qwengpu::splice::drift::Drift;
 use kernels_wasm::qwengpu::splice::{Runner, Splice};
 use native_host::ebpf::models::{self, Loaded};
-use native_host::qwengpu::drift::{default_text, measure, passages, PROMPTS};
+use native_host::qwengpu::drift::{default_text, measure, passages, Subject, PROMPTS};
 use std::process::Command;
 
 fn smollm2() -> Option<Loaded> {
@@ -32,10 +32,13 @@ fn smollm2() -> Option<Loaded> {
 fn splicing_the_machine_into_smollm2_moves_no_text_prediction() {
     let Some(loaded) = smollm2() else { return };
     let text = std::fs::read_to_string(default_text()).unwrap();
-    let passages = passages(&loaded, &text, 2000, 256).unwrap();
     let tokenizer = loaded.tokenizer.as_ref().unwrap();
+    let passages = passages(tokenizer, &text, 2000, 256).unwrap();
     let prompts: Vec<Vec<usize>> = PROMPTS.iter().map(|p| tokenizer.encode(p).unwrap()).collect();
-    let d = measure(&loaded, &passages, &prompts, 24, &ProgressBar::hidden()).unwrap();
+    let (config, model) = (loaded.config, &loaded.float);
+    let splice = Splice::new(config).unwrap();
+    let subject = Subject { config, model, splice: &splice, norms: splice.norms(model) };
+    let d = measure(subject, &passages, &prompts, 24, &ProgressBar::hidden()).unwrap();
     eprintln!("{d:?}");
     assert!(d.positions >= 2000, "{d:?}");
     assert_eq!((d.mean_kl, d.max_kl, d.greedy_identical, d.prompts), (0.0, 0.0, 10, 10), "{d:?}");

@@ -40,7 +40,7 @@ pub mod drift;
 pub mod text;
 
 use super::limb_alu::{AluStack, Op};
-use super::limbs::{Layer, M};
+use super::limbs::{Layer, LIMBS, M};
 use super::machine_tokens::{Token, Vocab};
 use crate::qwen3::model::{Config, FloatModel};
 use alloc::string::String;
@@ -71,8 +71,9 @@ pub struct Splice {
     pub width: usize,
     /// The §2 bias channel: the first after the text's.
     pub bias: usize,
-    /// The text flag's channel: the stream's last.
+    /// The text flag's channel (the stream's last), and the value a text token writes there.
     pub flag: usize,
+    pub flag_value: f32,
     pub vocab: Vocab,
     /// The machine's layers on the shared stream, in front of the text's.
     pub layers: Vec<Layer>,
@@ -80,8 +81,20 @@ pub struct Splice {
     pub alu_a: usize,
     pub alu_b: usize,
     pub alu_results: Vec<(Op, usize)>,
-    /// Every machine token's unembedding row (sparse), by machine id.
-    head: Vec<Vec<(usize, f32)>>,
+    /// Every machine token's embedding and unembedding row (sparse), by machine id.
+    pub embed: Vec<Vec<(usize, f32)>>,
+    pub head: Vec<Vec<(usize, f32)>>,
+}
+
+/// The norm weights of a spliced model's stream (`width` each) and its ε.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamNorms {
+    pub input: Vec<Vec<f32>>,
+    pub post: Vec<Vec<f32>>,
+    pub last: Vec<f32>,
+    /// The compiled layers' (§2's).
+    pub machine: Vec<f32>,
+    pub eps: f32,
 }
 
 /// What a spliced model holds, for the CLIs.
@@ -122,9 +135,11 @@ impl Splice {
         let layers = core::iter::once(&feed).chain(&alu.layers).map(|l| l.shifted(h)).collect();
         let vocab = Vocab::on(h + alu.channels, h);
         let flag = width - 1;
-        let head = (0..vocab.len())
-            .filter_map(|id| vocab.token(id))
-            .map(|t| {
+        let tokens: Vec<Token> = (0..vocab.len()).filter_map(|id| vocab.token(id)).collect();
+        let embed = tokens.iter().map(|&t| vocab.embedding(width, t)).collect();
+        let head = tokens
+            .iter()
+            .map(|&t| {
                 let mut row = vocab.head_row(t);
                 row.push((flag, -1.0));
                 row
@@ -132,7 +147,20 @@ impl Splice {
             .collect();
         let alu_results = alu.results.iter().map(|&(op, c)| (op, c + h)).collect();
         let (alu_a, alu_b) = (alu.a + h, alu.b + h);
-        Ok(Splice { text, width, bias: h, flag, vocab, layers, alu_a, alu_b, alu_results, head })
+        Ok(Splice {
+            text,
+            width,
+            bias: h,
+            flag,
+            flag_value: FLAG,
+            vocab,
+            layers,
+            alu_a,
+            alu_b,
+            alu_results,
+            embed,
+            head,
+        })
     }
 
     /// Text tokens, then machine tokens.
@@ -167,6 +195,46 @@ impl Splice {
             dense: 3 * hidden_units * self.width,
             text_vocab: self.text.vocab,
             machine_vocab: self.vocab.len(),
+        }
+    }
+
+    /// The stream's norms for the text model `model`: the text's halved (a mean over four times
+    /// the channels), §2's for the compiled layers, the flag's huge weight in the final one, ε/4.
+    pub fn norms(&self, model: &FloatModel) -> StreamNorms {
+        StreamNorms {
+            input: model.layers.iter().map(|l| self.text_norm(&l.input_norm)).collect(),
+            post: model.layers.iter().map(|l| self.text_norm(&l.post_norm)).collect(),
+            last: self.final_norm(&model.final_norm),
+            machine: self.machine_norm(),
+            eps: self.text.rms_eps as f32 / 4.0,
+        }
+    }
+
+    /// That every channel the machine names lies in the stream, and every machine token has its
+    /// rows (a loaded checkpoint may not).
+    pub fn check(&self) -> Result<(), SpliceError> {
+        let w = self.width;
+        let bad = |what: String| Err(SpliceError::Shape(what));
+        if self.embed.len() != self.vocab.len() || self.head.len() != self.vocab.len() {
+            return bad(alloc::format!(
+                "{} machine tokens but {} embedding and {} head rows",
+                self.vocab.len(),
+                self.embed.len(),
+                self.head.len()
+            ));
+        }
+        let rows = self.embed.iter().chain(&self.head).flatten();
+        let units = self.layers.iter().flat_map(|l| &l.units);
+        let weights = units.flat_map(|u| u.gate.iter().chain(&u.up).chain(&u.down));
+        let mut channels = rows.chain(weights).map(|&(c, _)| c);
+        let mut named =
+            [self.bias, self.flag, self.vocab.bias, self.vocab.kind, self.alu_a + LIMBS - 1, self.alu_b + LIMBS - 1]
+                .into_iter()
+                .chain(self.vocab.val.iter().chain(&self.vocab.record).map(|f| f.channel))
+                .chain(self.alu_results.iter().map(|&(_, c)| c + LIMBS - 1));
+        match (channels.find(|&c| c >= w), named.find(|&c| c >= w)) {
+            (None, None) => Ok(()),
+            (Some(c), _) | (None, Some(c)) => bad(alloc::format!("channel {c} lies outside the stream of {w}")),
         }
     }
 
@@ -241,15 +309,29 @@ impl<'a> Runner<'a> {
 
     /// The text model with `splice` in it.
     pub fn spliced(config: Config, model: &'a FloatModel, splice: &'a Splice) -> Result<Self, SpliceError> {
+        Runner::spliced_with(config, model, splice, splice.norms(model))
+    }
+
+    /// [`Self::spliced`] with the stream's norms given (as a checkpoint stores them).
+    pub fn spliced_with(
+        config: Config,
+        model: &'a FloatModel,
+        splice: &'a Splice,
+        norms: StreamNorms,
+    ) -> Result<Self, SpliceError> {
+        splice.check()?;
+        let w = splice.width;
+        let wrong = norms.input.iter().chain(&norms.post).chain([&norms.last, &norms.machine]).any(|n| n.len() != w);
+        if norms.input.len() != config.layers || norms.post.len() != config.layers || wrong {
+            return Err(SpliceError::Shape(alloc::format!(
+                "the stream's norms are not {} layers of {w} weights",
+                config.layers
+            )));
+        }
         let mut r = Runner::plain(config, model)?;
-        r.input_norms = r.input_norms.iter().map(|w| splice.text_norm(w)).collect();
-        r.post_norms = r.post_norms.iter().map(|w| splice.text_norm(w)).collect();
-        r.final_norm = splice.final_norm(&model.final_norm);
-        r.machine_norm = splice.machine_norm();
-        r.order = (0..splice.width).collect();
-        r.eps /= 4.0;
-        r.width = splice.width;
-        r.splice = Some(splice);
+        (r.input_norms, r.post_norms, r.final_norm, r.machine_norm) =
+            (norms.input, norms.post, norms.last, norms.machine);
+        (r.order, r.eps, r.width, r.splice) = ((0..w).collect(), norms.eps, w, Some(splice));
         Ok(r)
     }
 
@@ -284,12 +366,13 @@ impl<'a> Runner<'a> {
                 _ if token < c.vocab => {
                     x[..h].copy_from_slice(&self.model.embed[token * h..][..h]);
                     if let Some(s) = self.splice {
-                        x[s.flag] = FLAG;
+                        x[s.flag] = s.flag_value;
                     }
                 }
                 Some(s) => {
-                    let t = s.machine_token(token).ok_or(SpliceError::Token { token, vocab: s.vocab_size() })?;
-                    for (ch, v) in s.vocab.embedding(s.width, t) {
+                    let row =
+                        s.embed.get(token - c.vocab).ok_or(SpliceError::Token { token, vocab: s.vocab_size() })?;
+                    for &(ch, v) in row {
                         x[ch] = v;
                     }
                 }

@@ -23,6 +23,8 @@ pub enum TokenizerError {
     Load { path: PathBuf, why: String },
     #[error("tokenizing {what}: {why}")]
     Encode { what: &'static str, why: String },
+    #[error("{path}: cannot save tokenizer: {why}")]
+    Save { path: PathBuf, why: String },
 }
 
 pub struct TextTokenizer {
@@ -56,6 +58,11 @@ impl TextTokenizer {
 
     /// The tokenizer a GGUF file carries (`tokenizer.ggml.*`): byte-level BPE (`model = gpt2`)
     /// with the pre-tokenizer its `pre` names, control tokens as special tokens.
+    /// Writes the tokenizer as tokenizer.json (a spliced checkpoint carries its text model's).
+    pub fn save(&self, path: &Path) -> Result<(), TokenizerError> {
+        self.inner.save(path, false).map_err(|e| TokenizerError::Save { path: path.into(), why: e.to_string() })
+    }
+
     pub fn from_gguf(g: &Gguf, path: &Path) -> Result<Self, TokenizerError> {
         let bad = |why: String| TokenizerError::Load { path: path.to_path_buf(), why };
         let strings = |key: &str| -> Result<Vec<&str>, TokenizerError> {

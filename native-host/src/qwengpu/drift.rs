@@ -5,11 +5,14 @@
 //! continuations of ten fixed prompts agree. The plain and the spliced model run side by side,
 //! one thread each.
 
-use crate::ebpf::models::{self, Loaded};
+use super::checkpoint;
+use crate::ebpf::models;
+use crate::ebpf::tokenize::TextTokenizer;
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+use kernels_wasm::qwen3::model::{Config, FloatModel};
 use kernels_wasm::qwengpu::splice::drift::{self, Drift, DriftSum, CHUNK};
-use kernels_wasm::qwengpu::splice::{Runner, Splice};
+use kernels_wasm::qwengpu::splice::{Runner, Splice, StreamNorms};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::sync_channel;
 
@@ -33,6 +36,10 @@ pub struct Args {
     /// the SmolLM2-135M-Instruct file `cargo xtask` fetches into ~/.cache/substrates.
     #[arg(short, long)]
     pub model: Option<PathBuf>,
+    /// Run from a spliced checkpoint (`qwengpu splice -o DIR`) instead of splicing -m's model:
+    /// its text tensors are the plain model, all of it the spliced one.
+    #[arg(long, conflicts_with = "model")]
+    pub load: Option<PathBuf>,
     /// The English text to measure on.
     #[arg(long)]
     pub text: Option<PathBuf>,
@@ -76,11 +83,10 @@ pub fn default_text() -> PathBuf {
 
 /// `text` as passages of at most `passage` tokens, enough to give `positions` predictions
 /// (a passage of n tokens gives n − 1).
-pub fn passages(loaded: &Loaded, text: &str, positions: usize, passage: usize) -> Result<Vec<Vec<usize>>> {
+pub fn passages(tokenizer: &TextTokenizer, text: &str, positions: usize, passage: usize) -> Result<Vec<Vec<usize>>> {
     if passage < 2 {
         bail!("--passage must be at least 2 tokens (a passage of n tokens gives n − 1 positions)");
     }
-    let tokenizer = loaded.tokenizer.as_ref().ok_or_else(|| anyhow!("the model has no tokenizer"))?;
     let ids = tokenizer.encode(text).context("tokenizing the drift text")?;
     let mut out = Vec::new();
     let mut have = 0;
@@ -97,18 +103,25 @@ pub fn passages(loaded: &Loaded, text: &str, positions: usize, passage: usize) -
     Ok(out)
 }
 
-/// The drift of the spliced `loaded` over `passages`, greedy on `prompts`: the plain model on a
-/// second thread, its logits handed over position by position.
+/// A text model and the machine spliced into it.
+pub struct Subject<'a> {
+    pub config: Config,
+    pub model: &'a FloatModel,
+    pub splice: &'a Splice,
+    pub norms: StreamNorms,
+}
+
+/// The drift of the spliced model from the plain one over `passages`, greedy on `prompts`: the
+/// plain model on a second thread, its logits handed over a chunk of positions at a time.
 pub fn measure(
-    loaded: &Loaded,
+    subject: Subject,
     passages: &[Vec<usize>],
     prompts: &[Vec<usize>],
     steps: usize,
     progress: &ProgressBar,
 ) -> Result<Drift> {
-    let (config, model) = (loaded.config, &loaded.float);
-    let splice = Splice::new(config)?;
-    let mut spliced = Runner::spliced(config, model, &splice)?;
+    let Subject { config, model, splice, norms } = subject;
+    let mut spliced = Runner::spliced_with(config, model, splice, norms)?;
     let mut plain = Runner::plain(config, model)?;
     std::thread::scope(|s| -> Result<Drift> {
         let (tx, rx) = sync_channel(1);
@@ -142,17 +155,30 @@ pub fn measure(
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let path = model_path(a.model)?;
-    let loaded = models::load(&path, None).with_context(|| format!("loading {}", path.display()))?;
+    // Either a checkpoint, or -m's model spliced here.
+    let (config, model, splice, norms, tokenizer, what) = match &a.load {
+        Some(dir) => {
+            let c = checkpoint::load(dir)?;
+            let t = checkpoint::tokenizer(dir)?;
+            (c.config, c.model, c.splice, Some(c.norms), t, format!("the spliced checkpoint {}", dir.display()))
+        }
+        None => {
+            let path = model_path(a.model.clone())?;
+            let loaded = models::load(&path, None).with_context(|| format!("loading {}", path.display()))?;
+            let t = loaded.tokenizer.ok_or_else(|| anyhow!("{} has no tokenizer", path.display()))?;
+            let splice = Splice::new(loaded.config)?;
+            let what = format!("{} ({}) spliced with the second machine", path.display(), loaded.format);
+            (loaded.config, loaded.float, splice, None, t, what)
+        }
+    };
+    let norms = norms.unwrap_or_else(|| splice.norms(&model));
     let text_path = a.text.unwrap_or_else(default_text);
     let text = std::fs::read_to_string(&text_path).with_context(|| format!("reading {}", text_path.display()))?;
-    let passages = passages(&loaded, &text, a.positions, a.passage)?;
-    let tokenizer = loaded.tokenizer.as_ref().ok_or_else(|| anyhow!("the model has no tokenizer"))?;
+    let passages = passages(&tokenizer, &text, a.positions, a.passage)?;
     let prompts = PROMPTS.iter().map(|p| tokenizer.encode(p)).collect::<Result<Vec<_>, _>>()?;
-    let splice = Splice::new(loaded.config)?;
     let s = splice.sizes();
     if !a.json {
-        println!("{} ({}) spliced with the second machine:", path.display(), loaded.format);
+        println!("{what}:");
         println!(
             "  {} layers: {} compiled (SwiGLU, {} hidden units, {} nonzero weights, {:.2e} as dense matrices) in front of the text's {}",
             s.machine_layers + s.text_layers,
@@ -165,7 +191,7 @@ pub fn run(a: Args) -> Result<()> {
         println!(
             "  a residual stream of {} channels ({} the text's, {} the machine's); vocabulary {} text + {} machine tokens",
             s.width,
-            loaded.config.hidden,
+            config.hidden,
             s.machine_channels,
             s.text_vocab,
             s.machine_vocab
@@ -174,7 +200,7 @@ pub fn run(a: Args) -> Result<()> {
     let total = passages.iter().map(|p| p.len() as u64 - 1).sum();
     let bar = if a.json { ProgressBar::hidden() } else { ProgressBar::new(total) };
     bar.set_style(ProgressStyle::with_template("  {bar:40} {pos}/{len} positions, {per_sec}, {eta} left")?);
-    let d = measure(&loaded, &passages, &prompts, a.steps, &bar)?;
+    let d = measure(Subject { config, model: &model, splice: &splice, norms }, &passages, &prompts, a.steps, &bar)?;
     bar.finish_and_clear();
     if a.json {
         println!("{}", serde_json::to_string(&d)?);

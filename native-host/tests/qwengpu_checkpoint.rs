@@ -1,0 +1,116 @@
+//! The spliced model written as a checkpoint (`qwengpu splice -o`) runs bit for bit as the model
+//! it was written from; a corrupt checkpoint is named, not run; and on the real SmolLM2,
+//! `qwengpu drift --load` measures from the written files.
+
+use kernels_wasm::qwen3::model::{Config, FloatModel, Model};
+use kernels_wasm::qwengpu::machine_tokens::Token;
+use kernels_wasm::qwengpu::splice::{Runner, Splice};
+use native_host::qwengpu::checkpoint::{self, write};
+use std::path::PathBuf;
+use std::process::Command;
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("substrates-ckpt-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// The tiny llama (hidden 256 = 16²) and its splice.
+fn tiny() -> (Config, FloatModel, Splice) {
+    let c = Config::TINY_FAMILY[1].1;
+    (c, Model::random_float(c, 8), Splice::new(c).unwrap())
+}
+
+fn same_bits(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
+#[test]
+fn a_checkpoint_runs_as_the_model_it_was_written_from() {
+    let (c, model, splice) = tiny();
+    let dir = scratch("tiny");
+    write(&dir, c, &model, &splice, &splice.norms(&model), "test").unwrap();
+    let loaded = checkpoint::load(&dir).unwrap();
+    assert_eq!(loaded.splice.sizes(), splice.sizes());
+    let mut before = Runner::spliced(c, &model, &splice).unwrap();
+    let mut after = Runner::spliced_with(loaded.config, &loaded.model, &loaded.splice, loaded.norms.clone()).unwrap();
+    let mut plain = Runner::plain(loaded.config, &loaded.model).unwrap();
+    let mut reference = Runner::plain(c, &model).unwrap();
+    let machine = [Token::Val(0xbeef), Token::Record { warp: 1, block: 2, mask: 3 }].map(|t| splice.token_id(t));
+    for t in [3, 999, 0, 42].into_iter().chain(machine).chain([7]) {
+        let (a, b) = (before.forward(t).unwrap(), after.forward(t).unwrap());
+        assert!(same_bits(&a, &b), "token {t}");
+        if t < c.vocab {
+            assert!(same_bits(&plain.forward(t).unwrap(), &reference.forward(t).unwrap()), "token {t}, plain");
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Each corruption is an error that names what is wrong.
+#[test]
+fn corrupt_checkpoints_are_named() {
+    let (c, model, splice) = tiny();
+    let dir = scratch("corrupt");
+    let norms = splice.norms(&model);
+    let fails = |why: &str| {
+        let e = format!("{:#}", checkpoint::load(&dir).err().expect("a corrupt checkpoint loaded"));
+        assert!(e.contains(why), "expected {why:?} in: {e}");
+    };
+    write(&dir, c, &model, &splice, &norms, "test").unwrap();
+    let config = std::fs::read_to_string(dir.join("config.json")).unwrap();
+    let tensors = std::fs::read(dir.join("model.safetensors")).unwrap();
+    std::fs::write(dir.join("config.json"), "{\"format\": 3").unwrap();
+    fails("not a spliced checkpoint's config");
+    std::fs::write(dir.join("config.json"), config.replace("\"version\": 1", "\"version\": 9")).unwrap();
+    fails("version 9");
+    std::fs::write(dir.join("config.json"), config.replace("\"machine\": 81920", "\"machine\": 81921")).unwrap();
+    fails("the vocabulary does not add up");
+    // One more compiled layer than the file holds.
+    let extra = config.replacen(
+        "{\n      \"kind\": \"text_decoder\"",
+        "{\"kind\": \"compiled_swiglu\", \"name\": \"extra\", \"units\": 2},\n    {\n      \"kind\": \"text_decoder\"",
+        1,
+    );
+    std::fs::write(dir.join("config.json"), extra).unwrap();
+    fails("tensor machine.13.gate.rows is missing");
+    std::fs::write(dir.join("config.json"), &config).unwrap();
+    std::fs::write(dir.join("model.safetensors"), &tensors[..tensors.len() / 2]).unwrap();
+    fails("is not a safetensors file");
+    std::fs::remove_file(dir.join("model.safetensors")).unwrap();
+    fails("model.safetensors");
+    // A weight pointing past the stream.
+    let mut bad = splice.clone();
+    bad.layers[3].units[0].gate[0].0 = bad.width + 5;
+    write(&dir, c, &model, &bad, &norms, "test").unwrap();
+    fails("machine.3.gate: entry 0");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// On the real SmolLM2: `qwengpu splice -o`, then `qwengpu drift --load` from the files (KL 0,
+/// 10/10 prompts), the saved tokenizer giving the GGUF's ids.
+#[test]
+fn smollm2_spliced_to_disk_and_measured_from_it() {
+    let Some(gguf) = std::env::var_os("SUBSTRATES_SMOLLM2_GGUF").filter(|p| !p.is_empty()) else {
+        eprintln!("SKIPPED: SUBSTRATES_SMOLLM2_GGUF not set (cargo xtask test fetches the model and sets it)");
+        return;
+    };
+    let dir = scratch("smollm2");
+    let bin = env!("CARGO_BIN_EXE_native-host");
+    let out = Command::new(bin).args(["qwengpu", "splice", "-m"]).arg(&gguf).arg("-o").arg(&dir).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("43 layers") && said.contains("2304 channels"), "{said}");
+    let out = Command::new(bin)
+        .args(["qwengpu", "drift", "--json", "--positions", "40", "--passage", "41", "--steps", "2", "--load"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let d: kernels_wasm::qwengpu::splice::drift::Drift = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((d.positions, d.mean_kl, d.max_kl, d.greedy_identical), (40, 0.0, 0.0, 10));
+    let text = std::fs::read_to_string(native_host::qwengpu::drift::default_text()).unwrap();
+    let gguf_tokenizer = native_host::ebpf::models::load(gguf.as_ref(), None).unwrap().tokenizer.unwrap();
+    assert_eq!(checkpoint::tokenizer(&dir).unwrap().encode(&text).unwrap(), gguf_tokenizer.encode(&text).unwrap());
+    let _ = std::fs::remove_dir_all(dir);
+}
