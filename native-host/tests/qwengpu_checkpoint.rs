@@ -4,7 +4,7 @@
 
 use kernels_wasm::qwen3::model::{Config, FloatModel, Model};
 use kernels_wasm::qwengpu::machine_tokens::Token;
-use kernels_wasm::qwengpu::splice::{Runner, Splice};
+use kernels_wasm::qwengpu::splice::{Compiled, Runner, Splice};
 use native_host::qwengpu::checkpoint::{self, write};
 use std::path::PathBuf;
 use std::process::Command;
@@ -73,7 +73,7 @@ fn corrupt_checkpoints_are_named() {
         1,
     );
     std::fs::write(dir.join("config.json"), extra).unwrap();
-    fails("tensor machine.13.gate.rows is missing");
+    fails("tensor machine.14.gate.rows is missing");
     std::fs::write(dir.join("config.json"), &config).unwrap();
     std::fs::write(dir.join("model.safetensors"), &tensors[..tensors.len() / 2]).unwrap();
     fails("is not a safetensors file");
@@ -81,7 +81,8 @@ fn corrupt_checkpoints_are_named() {
     fails("model.safetensors");
     // A weight pointing past the stream.
     let mut bad = splice.clone();
-    bad.layers[3].units[0].gate[0].0 = bad.width + 5;
+    let Compiled::SwiGlu(l) = &mut bad.layers[3] else { panic!("layer 3 is an ALU layer") };
+    l.units[0].gate[0].0 = bad.width + 5;
     write(&dir, c, &model, &bad, &norms, "test").unwrap();
     fails("machine.3.gate: entry 0");
     let _ = std::fs::remove_dir_all(dir);
@@ -100,7 +101,7 @@ fn smollm2_spliced_to_disk_and_measured_from_it() {
     let out = Command::new(bin).args(["qwengpu", "splice", "-m"]).arg(&gguf).arg("-o").arg(&dir).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let said = String::from_utf8_lossy(&out.stdout);
-    assert!(said.contains("43 layers") && said.contains("2304 channels"), "{said}");
+    assert!(said.contains("44 layers") && said.contains("2304 channels"), "{said}");
     let out = Command::new(bin)
         .args(["qwengpu", "drift", "--json", "--positions", "40", "--passage", "41", "--steps", "2", "--load"])
         .arg(&dir)

@@ -66,6 +66,8 @@ pub mod rom;
 #[cfg(feature = "std")]
 pub mod run;
 mod select;
+#[cfg(feature = "std")]
+pub mod slot_counter;
 mod soft_div;
 #[cfg(feature = "std")]
 pub mod splice;

@@ -37,12 +37,18 @@
 //! is the token its channels already name (a VAL token's successor is itself).
 
 pub mod drift;
+mod runner;
 pub mod text;
 
+pub use runner::Runner;
+
+use super::deltanet::DeltaNetWeights;
 use super::limb_alu::{AluStack, Op};
 use super::limbs::{Layer, LIMBS, M};
 use super::machine_tokens::{Token, Vocab};
+use super::slot_counter::Counter;
 use crate::qwen3::model::{Config, FloatModel};
+use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -58,6 +64,10 @@ pub enum SpliceError {
     #[error("the text model does not match its config: {0}")]
     Shape(String),
 }
+
+/// Slots of a step's VAL tokens: the record is slot 0, and a block's worst case is 16 live-out
+/// words, 32 VAL tokens (`docs/qwengpu-second-machine.md` §1).
+pub const SLOTS: usize = 33;
 
 /// The text flag a text token's embedding writes, and the final norm's weight on it.
 pub const FLAG: f32 = 1.0 / (1u64 << 40) as f32;
@@ -76,7 +86,10 @@ pub struct Splice {
     pub flag_value: f32,
     pub vocab: Vocab,
     /// The machine's layers on the shared stream, in front of the text's.
-    pub layers: Vec<Layer>,
+    pub layers: Vec<Compiled>,
+    /// The one-hot slot of a VAL token in its step (`slot_counter`): `slots` channels from `slot`.
+    pub slot: usize,
+    pub slots: usize,
     /// The ALU's operands (limbs from these channels) and each operation's result.
     pub alu_a: usize,
     pub alu_b: usize,
@@ -84,6 +97,38 @@ pub struct Splice {
     /// Every machine token's embedding and unembedding row (sparse), by machine id.
     pub embed: Vec<Vec<(usize, f32)>>,
     pub head: Vec<Vec<(usize, f32)>>,
+}
+
+/// A compiled layer of the shared stream, pre-norm with §2's weights.
+#[derive(Debug, Clone)]
+pub enum Compiled {
+    SwiGlu(Layer),
+    /// Its output goes to the channels its `w_out` writes (rows of `d_model = width`).
+    DeltaNet(Box<DeltaNetWeights>),
+}
+
+impl Compiled {
+    /// Hidden units (a DeltaNet's: its heads' value channels) and nonzero weights.
+    pub fn size(&self) -> (usize, usize) {
+        match self {
+            Compiled::SwiGlu(l) => l.size(),
+            Compiled::DeltaNet(w) => {
+                let all = [&w.w_qkv, &w.w_z, &w.w_b, &w.w_a, &w.conv, &w.norm, &w.w_out];
+                (w.heads * w.d_v, all.iter().flat_map(|m| m.iter()).filter(|&&v| v != 0.0).count())
+            }
+        }
+    }
+
+    /// The channels a DeltaNet adds its output to (the rows of `w_out` that are not all zero).
+    pub fn written(&self) -> Vec<usize> {
+        match self {
+            Compiled::SwiGlu(l) => l.units.iter().flat_map(|u| &u.down).map(|&(c, _)| c).collect(),
+            Compiled::DeltaNet(w) => {
+                let cols = w.heads * w.d_v;
+                (0..w.d_model).filter(|&c| w.w_out[c * cols..(c + 1) * cols].iter().any(|&v| v != 0.0)).collect()
+            }
+        }
+    }
 }
 
 /// The norm weights of a spliced model's stream (`width` each) and its ε.
@@ -97,19 +142,50 @@ pub struct StreamNorms {
     pub eps: f32,
 }
 
-/// What a spliced model holds, for the CLIs.
+/// What a spliced model holds, for the CLIs (`Display` prints it in two lines).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sizes {
     pub machine_layers: usize,
+    pub deltanet_layers: usize,
     pub text_layers: usize,
     pub width: usize,
-    pub machine_channels: usize,
+    pub text_channels: usize,
+    /// The SwiGLU layers' hidden units.
     pub hidden_units: usize,
     pub nonzero: usize,
-    /// The machine layers' weights as dense matrices (gate, up and down over the whole stream).
+    /// The compiled layers' matrices as dense ones (over the whole stream).
     pub dense: usize,
+    /// The DeltaNet layers' recurrent state, in floats.
+    pub state: usize,
     pub text_vocab: usize,
     pub machine_vocab: usize,
+}
+
+impl core::fmt::Display for Sizes {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        writeln!(
+            f,
+            "{} layers: {} compiled ({} SwiGLU, {} hidden units; {} Gated DeltaNet, a state of {} floats; {} nonzero weights, {:.2e} as dense matrices) in front of the text's {}",
+            self.machine_layers + self.text_layers,
+            self.machine_layers,
+            self.machine_layers - self.deltanet_layers,
+            self.hidden_units,
+            self.deltanet_layers,
+            self.state,
+            self.nonzero,
+            self.dense as f64,
+            self.text_layers
+        )?;
+        write!(
+            f,
+            "a residual stream of {} channels ({} the text's, {} the machine's); vocabulary {} text + {} machine tokens",
+            self.width,
+            self.text_channels,
+            self.width - self.text_channels,
+            self.text_vocab,
+            self.machine_vocab
+        )
+    }
 }
 
 impl Splice {
@@ -123,7 +199,9 @@ impl Splice {
         let alu = AluStack::build();
         // The ALU's own stream: channel 0 its bias, then its channels; the vocabulary's after.
         let local_vocab = Vocab::at(alu.channels);
-        let need = alu.channels + local_vocab.channels().len() + 1;
+        // After the vocabulary: the slot counter's count and its one-hot slots, then the flag.
+        let count = alu.channels + local_vocab.channels().len();
+        let need = count + 1 + SLOTS + 1;
         if need > width - h {
             return Err(SpliceError::Narrow { need, hidden: h, have: width - h });
         }
@@ -132,8 +210,15 @@ impl Splice {
         for (i, f) in local_vocab.val.iter().enumerate() {
             feed.pass(&[(f.channel, 1.0)], &[(alu.a + i, 1.0), (alu.b + 2 + i, 1.0)]);
         }
-        let layers = core::iter::once(&feed).chain(&alu.layers).map(|l| l.shifted(h)).collect();
         let vocab = Vocab::on(h + alu.channels, h);
+        let counter = |one, kind, count| Counter { d_model: width, one, kind, count, slot: count + 1, slots: SLOTS };
+        // The decoder joins the ALU's first layer (the count is written before it).
+        let mut first = alu.layers.first().cloned().unwrap_or_default();
+        first.units.extend(counter(0, local_vocab.kind, count).decode().units);
+        let mut layers = vec![Compiled::SwiGlu(feed.shifted(h))];
+        layers.push(Compiled::DeltaNet(Box::new(counter(h, vocab.kind, h + count).weights())));
+        layers
+            .extend(core::iter::once(&first).chain(alu.layers.iter().skip(1)).map(|l| Compiled::SwiGlu(l.shifted(h))));
         let flag = width - 1;
         let tokens: Vec<Token> = (0..vocab.len()).filter_map(|id| vocab.token(id)).collect();
         let embed = tokens.iter().map(|&t| vocab.embedding(width, t)).collect();
@@ -155,6 +240,8 @@ impl Splice {
             flag_value: FLAG,
             vocab,
             layers,
+            slot: h + count + 1,
+            slots: SLOTS,
             alu_a,
             alu_b,
             alu_results,
@@ -183,16 +270,31 @@ impl Splice {
     }
 
     pub fn sizes(&self) -> Sizes {
-        let (hidden_units, nonzero) =
-            self.layers.iter().map(Layer::size).fold((0, 0), |(u, n), (lu, ln)| (u + lu, n + ln));
+        let (mut hidden_units, mut nonzero, mut dense, mut state, mut deltanet_layers) = (0, 0, 0, 0, 0);
+        for l in &self.layers {
+            nonzero += l.size().1;
+            match l {
+                Compiled::SwiGlu(l) => {
+                    hidden_units += l.units.len();
+                    dense += 3 * l.units.len() * self.width;
+                }
+                Compiled::DeltaNet(w) => {
+                    deltanet_layers += 1;
+                    dense += w.w_qkv.len() + w.w_z.len() + w.w_b.len() + w.w_a.len() + w.w_out.len();
+                    state += w.heads * w.d_k * w.d_v;
+                }
+            }
+        }
         Sizes {
             machine_layers: self.layers.len(),
+            deltanet_layers,
             text_layers: self.text.layers,
             width: self.width,
-            machine_channels: self.width - self.text.hidden,
+            text_channels: self.text.hidden,
             hidden_units,
             nonzero,
-            dense: 3 * hidden_units * self.width,
+            dense,
+            state,
             text_vocab: self.text.vocab,
             machine_vocab: self.vocab.len(),
         }
@@ -223,15 +325,35 @@ impl Splice {
                 self.head.len()
             ));
         }
+        for (i, l) in self.layers.iter().enumerate() {
+            if let Compiled::DeltaNet(d) = l {
+                if d.d_model != w || !deltanet_sizes_agree(d) {
+                    return bad(alloc::format!(
+                        "compiled layer {i}: a DeltaNet whose tensors do not fit a stream of {w}"
+                    ));
+                }
+            }
+        }
         let rows = self.embed.iter().chain(&self.head).flatten();
-        let units = self.layers.iter().flat_map(|l| &l.units);
+        let units = self.layers.iter().filter_map(|l| match l {
+            Compiled::SwiGlu(l) => Some(&l.units),
+            Compiled::DeltaNet(_) => None,
+        });
+        let units = units.flatten();
         let weights = units.flat_map(|u| u.gate.iter().chain(&u.up).chain(&u.down));
         let mut channels = rows.chain(weights).map(|&(c, _)| c);
-        let mut named =
-            [self.bias, self.flag, self.vocab.bias, self.vocab.kind, self.alu_a + LIMBS - 1, self.alu_b + LIMBS - 1]
-                .into_iter()
-                .chain(self.vocab.val.iter().chain(&self.vocab.record).map(|f| f.channel))
-                .chain(self.alu_results.iter().map(|&(_, c)| c + LIMBS - 1));
+        let mut named = [
+            self.bias,
+            self.flag,
+            self.vocab.bias,
+            self.vocab.kind,
+            self.alu_a + LIMBS - 1,
+            self.alu_b + LIMBS - 1,
+            self.slot + self.slots - 1,
+        ]
+        .into_iter()
+        .chain(self.vocab.val.iter().chain(&self.vocab.record).map(|f| f.channel))
+        .chain(self.alu_results.iter().map(|&(_, c)| c + LIMBS - 1));
         match (channels.find(|&c| c >= w), named.find(|&c| c >= w)) {
             (None, None) => Ok(()),
             (Some(c), _) | (None, Some(c)) => bad(alloc::format!("channel {c} lies outside the stream of {w}")),
@@ -267,249 +389,23 @@ impl Splice {
     }
 }
 
-/// A forward pass with its KV cache: of the plain text model, or of the spliced one.
-pub struct Runner<'a> {
-    config: Config,
-    model: &'a FloatModel,
-    splice: Option<&'a Splice>,
-    width: usize,
-    eps: f32,
-    input_norms: Vec<Vec<f32>>,
-    post_norms: Vec<Vec<f32>>,
-    final_norm: Vec<f32>,
-    machine_norm: Vec<f32>,
-    order: Vec<usize>,
-    /// Per layer, every position's keys (then values), `kv_rows` each.
-    keys: Vec<Vec<f32>>,
-    values: Vec<Vec<f32>>,
-    /// The stream after the machine's layers at the last position (spliced only).
-    pub machine_stream: Vec<f32>,
-}
-
-impl<'a> Runner<'a> {
-    /// The text model as it is.
-    pub fn plain(config: Config, model: &'a FloatModel) -> Result<Self, SpliceError> {
-        check(&config, model)?;
-        Ok(Runner {
-            config,
-            model,
-            splice: None,
-            width: config.hidden,
-            eps: config.rms_eps as f32,
-            input_norms: model.layers.iter().map(|l| l.input_norm.clone()).collect(),
-            post_norms: model.layers.iter().map(|l| l.post_norm.clone()).collect(),
-            final_norm: model.final_norm.clone(),
-            machine_norm: Vec::new(),
-            order: Vec::new(),
-            keys: vec![Vec::new(); config.layers],
-            values: vec![Vec::new(); config.layers],
-            machine_stream: Vec::new(),
-        })
-    }
-
-    /// The text model with `splice` in it.
-    pub fn spliced(config: Config, model: &'a FloatModel, splice: &'a Splice) -> Result<Self, SpliceError> {
-        Runner::spliced_with(config, model, splice, splice.norms(model))
-    }
-
-    /// [`Self::spliced`] with the stream's norms given (as a checkpoint stores them).
-    pub fn spliced_with(
-        config: Config,
-        model: &'a FloatModel,
-        splice: &'a Splice,
-        norms: StreamNorms,
-    ) -> Result<Self, SpliceError> {
-        splice.check()?;
-        let w = splice.width;
-        let wrong = norms.input.iter().chain(&norms.post).chain([&norms.last, &norms.machine]).any(|n| n.len() != w);
-        if norms.input.len() != config.layers || norms.post.len() != config.layers || wrong {
-            return Err(SpliceError::Shape(alloc::format!(
-                "the stream's norms are not {} layers of {w} weights",
-                config.layers
-            )));
-        }
-        let mut r = Runner::plain(config, model)?;
-        (r.input_norms, r.post_norms, r.final_norm, r.machine_norm) =
-            (norms.input, norms.post, norms.last, norms.machine);
-        (r.order, r.eps, r.width, r.splice) = ((0..w).collect(), norms.eps, w, Some(splice));
-        Ok(r)
-    }
-
-    pub fn vocab_size(&self) -> usize {
-        self.splice.map_or(self.config.vocab, Splice::vocab_size)
-    }
-
-    /// Positions run so far.
-    pub fn position(&self) -> usize {
-        self.keys[0].len() / self.config.kv_rows()
-    }
-
-    /// Forgets every position.
-    pub fn reset(&mut self) {
-        self.keys.iter_mut().chain(&mut self.values).for_each(Vec::clear);
-    }
-
-    /// The next token's logits (text tokens first) after `token`.
-    pub fn forward(&mut self, token: usize) -> Result<Vec<f32>, SpliceError> {
-        Ok(self.forward_many(&[token])?.pop().unwrap_or_default())
-    }
-
-    /// [`Self::forward`] for consecutive tokens at once, each position's logits: every product
-    /// is the one `forward` computes (so the bits are the same), but a weight row is read once for
-    /// all of them.
-    pub fn forward_many(&mut self, tokens: &[usize]) -> Result<Vec<Vec<f32>>, SpliceError> {
-        let (c, h) = (self.config, self.config.hidden);
-        let mut xs = Vec::with_capacity(tokens.len());
-        for &token in tokens {
-            let mut x = vec![0.0f32; self.width];
-            match self.splice {
-                _ if token < c.vocab => {
-                    x[..h].copy_from_slice(&self.model.embed[token * h..][..h]);
-                    if let Some(s) = self.splice {
-                        x[s.flag] = s.flag_value;
-                    }
-                }
-                Some(s) => {
-                    let row =
-                        s.embed.get(token - c.vocab).ok_or(SpliceError::Token { token, vocab: s.vocab_size() })?;
-                    for &(ch, v) in row {
-                        x[ch] = v;
-                    }
-                }
-                None => return Err(SpliceError::Token { token, vocab: c.vocab }),
-            }
-            if let Some(s) = self.splice {
-                for l in &s.layers {
-                    l.forward_with(&mut x, &self.machine_norm, self.eps, &self.order);
-                }
-                self.machine_stream.clone_from(&x);
-            }
-            xs.push(x);
-        }
-        let start = self.position();
-        let tables: Vec<_> = (0..xs.len()).map(|t| text::rope_table(c.rope_theta, c.head_dim, start + t)).collect();
-        for i in 0..c.layers {
-            self.text_layer(i, &mut xs, &tables);
-        }
-        let ns: Vec<Vec<f32>> = xs.iter().map(|x| text::rms_norm(x, &self.final_norm, self.eps)).collect();
-        let mut logits = vec![text::zeros(self.vocab_size()); xs.len()];
-        let heads: Vec<&mut [f32]> = logits.iter_mut().map(|l| &mut l[..c.vocab]).collect();
-        text::matmul(self.model.lm_head(), &text_part(&ns, h), heads);
-        if let Some(s) = self.splice {
-            for (l, n) in logits.iter_mut().zip(&ns) {
-                for (l, row) in l[c.vocab..].iter_mut().zip(&s.head) {
-                    *l = row.iter().fold(0.0f32, |acc, &(ch, w)| acc + w * n[ch]);
-                }
-            }
-        }
-        Ok(logits)
-    }
-
-    /// Decoder layer `i` (the reference's steps) on the text's channels of each position's `x`.
-    fn text_layer(&mut self, i: usize, xs: &mut [Vec<f32>], tables: &[Vec<(f32, f32)>]) {
-        let (c, l) = (self.config, &self.model.layers[i]);
-        let (h, hd, n) = (c.hidden, c.head_dim, xs.len());
-        let normed: Vec<Vec<f32>> = xs.iter().map(|x| text::rms_norm(x, &self.input_norms[i], self.eps)).collect();
-        let inputs = text_part(&normed, h);
-        let (mut q, mut k, mut v) = (outputs(n, c.q_rows()), outputs(n, c.kv_rows()), outputs(n, c.kv_rows()));
-        text::matmul(&l.q, &inputs, q.iter_mut().map(|v| &mut v[..]).collect());
-        text::matmul(&l.k, &inputs, k.iter_mut().map(|v| &mut v[..]).collect());
-        text::matmul(&l.v, &inputs, v.iter_mut().map(|v| &mut v[..]).collect());
-        let first = self.keys[i].len();
-        for t in 0..n {
-            let (q, k, v) = (&mut q[t], &mut k[t], &mut v[t]);
-            if c.qkv_bias {
-                for (out, bias) in [(&mut *q, &l.q_bias), (&mut *k, &l.k_bias), (&mut *v, &l.v_bias)] {
-                    out.iter_mut().zip(bias).for_each(|(o, b)| *o += b);
-                }
-            }
-            for (heads, norm) in [(&mut *q, &l.q_norm), (&mut *k, &l.k_norm)] {
-                for head in heads.chunks_exact_mut(hd) {
-                    if c.qk_norm {
-                        // Per head, over head_dim: the stream's width does not enter.
-                        let normed = text::rms_norm(head, norm, c.rms_eps as f32);
-                        head.copy_from_slice(&normed);
-                    }
-                    text::rope(head, &tables[t]);
-                }
-            }
-            self.keys[i].extend_from_slice(k);
-            self.values[i].extend_from_slice(v);
-        }
-        let group = c.heads / c.kv_heads;
-        let mut attn = outputs(n, c.q_rows());
-        for (t, out) in attn.iter_mut().enumerate() {
-            // Causal: position t sees the cache up to itself.
-            let end = first + (t + 1) * c.kv_rows();
-            let (keys, values) = (&self.keys[i][..end], &self.values[i][..end]);
-            for (head, out) in out.chunks_exact_mut(hd).enumerate() {
-                text::attend(&q[t][head * hd..][..hd], keys, values, c.kv_rows(), head / group * hd, out);
-            }
-        }
-        let mut o = outputs(n, h);
-        text::matmul(
-            &l.o,
-            &attn.iter().map(|a| &a[..]).collect::<Vec<_>>(),
-            o.iter_mut().map(|v| &mut v[..]).collect(),
-        );
-        add_text(xs, &o);
-        let normed: Vec<Vec<f32>> = xs.iter().map(|x| text::rms_norm(x, &self.post_norms[i], self.eps)).collect();
-        let inputs = text_part(&normed, h);
-        let (mut gate, mut up) = (outputs(n, c.intermediate), outputs(n, c.intermediate));
-        text::matmul(&l.gate, &inputs, gate.iter_mut().map(|v| &mut v[..]).collect());
-        text::matmul(&l.up, &inputs, up.iter_mut().map(|v| &mut v[..]).collect());
-        let act: Vec<Vec<f32>> = gate.iter().zip(&up).map(|(g, u)| text::swiglu(g, u)).collect();
-        text::matmul(
-            &l.down,
-            &act.iter().map(|a| &a[..]).collect::<Vec<_>>(),
-            o.iter_mut().map(|v| &mut v[..]).collect(),
-        );
-        add_text(xs, &o);
-    }
-}
-
-/// Each row's first `h` values (the text's channels).
-fn text_part(rows: &[Vec<f32>], h: usize) -> Vec<&[f32]> {
-    rows.iter().map(|r| &r[..h]).collect()
-}
-
-fn outputs(n: usize, len: usize) -> Vec<Vec<f32>> {
-    vec![text::zeros(len); n]
-}
-
-/// The residual add of a text sublayer's outputs to the text's channels.
-fn add_text(xs: &mut [Vec<f32>], out: &[Vec<f32>]) {
-    for (x, o) in xs.iter_mut().zip(out) {
-        x.iter_mut().zip(o).for_each(|(x, o)| *x += o);
-    }
-}
-
-/// That every tensor has its config's size (a model read from a file may not).
-fn check(c: &Config, m: &FloatModel) -> Result<(), SpliceError> {
-    let bad = |what: &str, got: usize, want: usize| {
-        Err(SpliceError::Shape(alloc::format!("{what} has {got} values, the config says {want}")))
-    };
-    if m.layers.len() != c.layers {
-        return bad("the layer list", m.layers.len(), c.layers);
-    }
-    for (what, got, want) in [
-        ("the embedding", m.embed.len(), c.vocab * c.hidden),
-        ("the LM head", m.lm_head().len(), c.vocab * c.hidden),
-        ("the final norm", m.final_norm.len(), c.hidden),
-    ] {
-        if got != want {
-            return bad(what, got, want);
-        }
-    }
-    for l in &m.layers {
-        for (t, shape, data) in l.tensors(c) {
-            let want: usize = shape.iter().product();
-            if data.len() != want {
-                return bad(t.names().0, data.len(), want);
-            }
-        }
-    }
-    Ok(())
+/// That a DeltaNet's tensors have the lengths its shape gives (so a step cannot index past them).
+fn deltanet_sizes_agree(w: &DeltaNetWeights) -> bool {
+    let (d, h, dv) = (w.d_model, w.heads, w.d_v);
+    let channels = w.channels();
+    [
+        (w.w_qkv.len(), channels * d),
+        (w.w_z.len(), h * dv * d),
+        (w.w_b.len(), h * d),
+        (w.w_a.len(), h * d),
+        (w.a_log.len(), h),
+        (w.dt_bias.len(), h),
+        (w.conv.len(), channels * super::deltanet::CONV),
+        (w.norm.len(), dv),
+        (w.w_out.len(), d * h * dv),
+    ]
+    .iter()
+    .all(|(got, want)| got == want)
 }
 
 #[cfg(test)]

@@ -22,11 +22,15 @@ use kernels_wasm::qwen3::model::{Config, FloatLayer, FloatModel};
 use kernels_wasm::qwengpu::limb_alu::AluStack;
 use kernels_wasm::qwengpu::limbs::{Layer, Unit};
 use kernels_wasm::qwengpu::machine_tokens::{Field, Vocab};
-use kernels_wasm::qwengpu::splice::{Splice, StreamNorms};
+use kernels_wasm::qwengpu::splice::{Compiled, Splice, StreamNorms};
 use safetensors::tensor::{Dtype, TensorView};
 use safetensors::SafeTensors;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+
+mod deltanet;
+
+use deltanet::{deltanet_matrices, deltanet_vectors, dense_entries, read_deltanet};
 
 pub const FORMAT: &str = "substrates-qwengpu-spliced";
 pub const VERSION: u32 = 1;
@@ -60,6 +64,17 @@ pub struct LayerEntry {
     pub nonzero: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dense_shapes: Option<[[usize; 2]; 3]>,
+    /// A compiled Gated DeltaNet: its heads, key and value widths, and RMSNormGated's ε.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deltanet: Option<DeltaNetShape>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct DeltaNetShape {
+    pub heads: usize,
+    pub d_k: usize,
+    pub d_v: usize,
+    pub eps: f32,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -89,6 +104,8 @@ pub struct CheckpointConfig {
     /// Dense shape of the machine tokens' embedding and head (both sparse in the file).
     pub machine_embedding_shape: [usize; 2],
     pub machine_head_shape: [usize; 2],
+    pub slot_channel: usize,
+    pub slots: usize,
     pub alu_a: usize,
     pub alu_b: usize,
     /// Each ALU operation's result channel (limbs from there; a comparison one 0/1 channel).
@@ -166,12 +183,20 @@ pub fn write(
         .enumerate()
         .map(|(i, l)| {
             let (units, nonzero) = l.size();
+            let (kind, dense_shapes, deltanet) = match l {
+                Compiled::SwiGlu(_) => ("compiled_swiglu", Some([[units, w], [units, w], [w, units]]), None),
+                Compiled::DeltaNet(d) => {
+                    let shape = DeltaNetShape { heads: d.heads, d_k: d.d_k, d_v: d.d_v, eps: d.eps };
+                    ("compiled_gated_deltanet", None, Some(shape))
+                }
+            };
             LayerEntry {
-                kind: "compiled_swiglu".into(),
+                kind: kind.into(),
                 name: format!("machine.{i}"),
                 units: Some(units),
                 nonzero: Some(nonzero),
-                dense_shapes: Some([[units, w], [units, w], [w, units]]),
+                dense_shapes,
+                deltanet,
             }
         })
         .collect();
@@ -181,6 +206,7 @@ pub fn write(
         units: None,
         nonzero: None,
         dense_shapes: None,
+        deltanet: None,
     }));
     let field = |f: &Field| [f.channel, f.size as usize];
     let config = CheckpointConfig {
@@ -218,6 +244,8 @@ pub fn write(
         },
         machine_embedding_shape: [v.len(), w],
         machine_head_shape: [v.len(), w],
+        slot_channel: splice.slot,
+        slots: splice.slots,
         alu_a: splice.alu_a,
         alu_b: splice.alu_b,
         alu_results: splice.alu_results.iter().map(|(op, c)| (format!("{op:?}"), *c)).collect(),
@@ -242,8 +270,20 @@ pub fn write(
     t.push(f32s("norm.final", vec![w], &norms.last));
     t.push(f32s("norm.machine", vec![w], &norms.machine));
     for (i, l) in splice.layers.iter().enumerate() {
-        for (part, entries) in ["gate", "up", "down"].iter().zip(layer_entries(l)) {
-            t.extend(sparse(&format!("machine.{i}.{part}"), &entries)?);
+        match l {
+            Compiled::SwiGlu(l) => {
+                for (part, entries) in ["gate", "up", "down"].iter().zip(layer_entries(l)) {
+                    t.extend(sparse(&format!("machine.{i}.{part}"), &entries)?);
+                }
+            }
+            Compiled::DeltaNet(d) => {
+                for (part, m, cols) in deltanet_matrices(d) {
+                    t.extend(sparse(&format!("machine.{i}.{part}"), &dense_entries(m, cols))?);
+                }
+                for (part, v, shape) in deltanet_vectors(d) {
+                    t.push(f32s(format!("machine.{i}.{part}"), shape, v));
+                }
+            }
         }
     }
     t.extend(sparse("machine.embed", &row_entries(&splice.embed))?);
@@ -376,7 +416,7 @@ pub fn load(dir: &Path) -> Result<Loaded> {
             norms.input.push(t.f32s(&format!("norm.{i}.input"), &[w])?);
             norms.post.push(t.f32s(&format!("norm.{i}.post"), &[w])?);
         }
-        let compiled = file.layers.iter().take_while(|l| l.kind == "compiled_swiglu").count();
+        let compiled = file.layers.iter().take_while(|l| l.kind.starts_with("compiled_")).count();
         let text_layers = file.layers[compiled..].iter().filter(|l| l.kind == "text_decoder").count();
         ensure!(
             compiled + text_layers == file.layers.len() && text_layers == c.layers,
@@ -385,6 +425,13 @@ pub fn load(dir: &Path) -> Result<Loaded> {
         );
         let mut layers = Vec::new();
         for (i, entry) in file.layers[..compiled].iter().enumerate() {
+            if entry.kind == "compiled_gated_deltanet" {
+                let shape =
+                    entry.deltanet.ok_or_else(|| anyhow!("compiled layer {i}: a DeltaNet without its shape"))?;
+                layers.push(Compiled::DeltaNet(Box::new(read_deltanet(&t, i, w, shape)?)));
+                continue;
+            }
+            ensure!(entry.kind == "compiled_swiglu", "compiled layer {i}: unknown kind {:?}", entry.kind);
             let units = entry.units.ok_or_else(|| anyhow!("compiled layer {i} does not give its units"))?;
             ensure!(units <= 1 << 24, "compiled layer {i}: {units} units");
             let mut l = Layer { units: vec![Unit::default(); units] };
@@ -397,7 +444,7 @@ pub fn load(dir: &Path) -> Result<Loaded> {
             for (ch, r, v) in t.sparse(&format!("machine.{i}.down"), [w, units])? {
                 l.units[r].down.push((ch, v));
             }
-            layers.push(l);
+            layers.push(Compiled::SwiGlu(l));
         }
         let v = &file.vocabulary;
         let field = |[channel, size]: [usize; 2]| -> Result<Field> {
@@ -439,6 +486,8 @@ pub fn load(dir: &Path) -> Result<Loaded> {
             head: t.rows("machine.head", vocab.len(), w)?,
             vocab,
             layers,
+            slot: file.slot_channel,
+            slots: file.slots,
             alu_a: file.alu_a,
             alu_b: file.alu_b,
             alu_results,
@@ -477,21 +526,7 @@ pub fn run(a: Args) -> Result<()> {
     }
     let s = splice.sizes();
     println!("{} ({}) spliced into {}:", path.display(), loaded.format, a.out.display());
-    println!(
-        "  {} layers: {} compiled SwiGLU ({} hidden units, {} nonzero weights, {:.2e} as dense matrices), then the text's {}",
-        s.machine_layers + s.text_layers,
-        s.machine_layers,
-        s.hidden_units,
-        s.nonzero,
-        s.dense as f64,
-        s.text_layers
-    );
-    println!(
-        "  a stream of {} channels; vocabulary {} text + {} machine tokens; model.safetensors {:.1} MB",
-        s.width,
-        s.text_vocab,
-        s.machine_vocab,
-        bytes as f64 / 1e6
-    );
+    println!("  {}", s.to_string().replace('\n', "\n  "));
+    println!("  model.safetensors {:.1} MB", bytes as f64 / 1e6);
     Ok(())
 }

@@ -179,23 +179,7 @@ pub fn run(a: Args) -> Result<()> {
     let s = splice.sizes();
     if !a.json {
         println!("{what}:");
-        println!(
-            "  {} layers: {} compiled (SwiGLU, {} hidden units, {} nonzero weights, {:.2e} as dense matrices) in front of the text's {}",
-            s.machine_layers + s.text_layers,
-            s.machine_layers,
-            s.hidden_units,
-            s.nonzero,
-            s.dense as f64,
-            s.text_layers
-        );
-        println!(
-            "  a residual stream of {} channels ({} the text's, {} the machine's); vocabulary {} text + {} machine tokens",
-            s.width,
-            config.hidden,
-            s.machine_channels,
-            s.text_vocab,
-            s.machine_vocab
-        );
+        println!("  {}", s.to_string().replace('\n', "\n  "));
     }
     let total = passages.iter().map(|p| p.len() as u64 - 1).sum();
     let bar = if a.json { ProgressBar::hidden() } else { ProgressBar::new(total) };

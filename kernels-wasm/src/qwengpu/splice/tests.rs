@@ -64,8 +64,10 @@ fn text_positions_are_untouched_by_the_splice() {
 fn without_the_scaled_epsilon_the_text_drifts() {
     let (c, model) = llama();
     let splice = Splice::new(c).unwrap();
-    let (mut plain, mut spliced) = (Runner::plain(c, &model).unwrap(), Runner::spliced(c, &model, &splice).unwrap());
-    spliced.eps = c.rms_eps as f32;
+    let mut norms = splice.norms(&model);
+    norms.eps = c.rms_eps as f32;
+    let (mut plain, mut spliced) =
+        (Runner::plain(c, &model).unwrap(), Runner::spliced_with(c, &model, &splice, norms).unwrap());
     let moved = tokens(&mut Rng::new(4), 20, c.vocab)
         .into_iter()
         .filter(|&t| {
@@ -80,15 +82,15 @@ fn without_the_scaled_epsilon_the_text_drifts() {
 /// at text positions and takes probability from the text.
 #[test]
 fn without_the_text_flag_machine_tokens_take_mass() {
-    let (c, model) = llama();
+    let (c, mut model) = llama();
+    // Trained models' logits are within tens of 0; these random ones are not, so the text's
+    // final norm is scaled down (the splice argument holds for any weights).
+    model.final_norm.iter_mut().for_each(|w| *w /= 64.0);
     let splice = Splice::new(c).unwrap();
-    let (mut plain, mut spliced) = (Runner::plain(c, &model).unwrap(), Runner::spliced(c, &model, &splice).unwrap());
-    spliced.final_norm[splice.flag] = 0.0;
-    // Trained models' logits are within tens of 0; these random ones are not, so both runners'
-    // text logits are scaled down alike (the splice argument holds for any weights).
-    for w in plain.final_norm.iter_mut().chain(&mut spliced.final_norm[..c.hidden]) {
-        *w /= 64.0;
-    }
+    let mut norms = splice.norms(&model);
+    norms.last[splice.flag] = 0.0;
+    let (mut plain, mut spliced) =
+        (Runner::plain(c, &model).unwrap(), Runner::spliced_with(c, &model, &splice, norms).unwrap());
     for t in tokens(&mut Rng::new(6), 5, c.vocab) {
         let (p, s) = (plain.forward(t).unwrap(), spliced.forward(t).unwrap());
         assert!(s[c.vocab..].iter().all(|&l| l == 0.0));
@@ -132,6 +134,42 @@ fn machine_positions_run_the_alu_and_name_their_token() {
     let record = Token::Record { warp: 3, block: 17, mask: 9 };
     let logits = spliced.forward(splice.token_id(record)).unwrap();
     assert_eq!(splice.machine_token(argmax(&logits) as usize), Some(record));
+}
+
+/// The slot counter inside the spliced model: after each record token, the VAL tokens that
+/// follow get slots 1, 2, … (one-hot in the stream), text between them moves nothing, and past
+/// the last slot none is set.
+#[test]
+fn val_tokens_know_their_slot_in_the_step() {
+    let (c, model) = llama();
+    let splice = Splice::new(c).unwrap();
+    let mut spliced = Runner::spliced(c, &model, &splice).unwrap();
+    let mut rng = Rng::new(12);
+    let mut since: Option<usize> = None;
+    let mut steps = vec![5usize, 0, 33, 12];
+    steps.extend((0..4).map(|_| (rng.next_u64() % 20) as usize));
+    let slots = |x: &[f32]| x[splice.slot..splice.slot + splice.slots].to_vec();
+    let val = splice.token_id(Token::Val(7));
+    spliced.forward(val).unwrap();
+    assert!(slots(&spliced.machine_stream).iter().all(|&v| v == 0.0), "a slot before any record");
+    for (i, n) in steps.into_iter().enumerate() {
+        let record = splice.token_id(Token::Record { warp: i as u32, block: 1, mask: 15 });
+        let mut seq = vec![record];
+        seq.extend((0..n).map(|k| if k % 5 == 4 { (rng.next_u64() % c.vocab as u64) as usize } else { val }));
+        for t in seq {
+            spliced.forward(t).unwrap();
+            since = match t {
+                t if t == record => Some(0),
+                t if t == val => since.map(|j| j + 1),
+                _ => since,
+            };
+            if t < c.vocab {
+                continue;
+            }
+            let want: Vec<f32> = (0..splice.slots).map(|s| f32::from(u8::from(since == Some(s)))).collect();
+            assert_eq!(slots(&spliced.machine_stream), want, "step {i}: {since:?} VAL tokens since the record");
+        }
+    }
 }
 
 /// Bad input is named: a hidden size that is no square, a token past the vocabulary, tensors of

@@ -1,0 +1,281 @@
+//! The spliced model's forward pass (and the plain text model's, for the drift): the compiled
+//! layers in front, then the text's decoder layers on the text's channels, then both heads.
+
+use super::{text, Compiled, Splice, SpliceError, StreamNorms};
+use crate::qwen3::model::{Config, FloatModel};
+use crate::qwengpu::deltanet::DeltaNet;
+use crate::qwengpu::limbs::rms_norm;
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// A forward pass with its KV cache: of the plain text model, or of the spliced one.
+pub struct Runner<'a> {
+    config: Config,
+    model: &'a FloatModel,
+    splice: Option<&'a Splice>,
+    width: usize,
+    eps: f32,
+    input_norms: Vec<Vec<f32>>,
+    post_norms: Vec<Vec<f32>>,
+    final_norm: Vec<f32>,
+    machine_norm: Vec<f32>,
+    order: Vec<usize>,
+    /// Per layer, every position's keys (then values), `kv_rows` each.
+    keys: Vec<Vec<f32>>,
+    values: Vec<Vec<f32>>,
+    /// The compiled DeltaNet layers' recurrent states (`None` for the others).
+    states: Vec<Option<DeltaNet>>,
+    /// Per compiled layer, the channels it writes.
+    written: Vec<Vec<usize>>,
+    /// The stream after the machine's layers at the last position (spliced only).
+    pub machine_stream: Vec<f32>,
+}
+
+impl<'a> Runner<'a> {
+    /// The text model as it is.
+    pub fn plain(config: Config, model: &'a FloatModel) -> Result<Self, SpliceError> {
+        check(&config, model)?;
+        Ok(Runner {
+            config,
+            model,
+            splice: None,
+            width: config.hidden,
+            eps: config.rms_eps as f32,
+            input_norms: model.layers.iter().map(|l| l.input_norm.clone()).collect(),
+            post_norms: model.layers.iter().map(|l| l.post_norm.clone()).collect(),
+            final_norm: model.final_norm.clone(),
+            machine_norm: Vec::new(),
+            order: Vec::new(),
+            keys: vec![Vec::new(); config.layers],
+            values: vec![Vec::new(); config.layers],
+            states: Vec::new(),
+            written: Vec::new(),
+            machine_stream: Vec::new(),
+        })
+    }
+
+    /// The text model with `splice` in it.
+    pub fn spliced(config: Config, model: &'a FloatModel, splice: &'a Splice) -> Result<Self, SpliceError> {
+        Runner::spliced_with(config, model, splice, splice.norms(model))
+    }
+
+    /// [`Self::spliced`] with the stream's norms given (as a checkpoint stores them).
+    pub fn spliced_with(
+        config: Config,
+        model: &'a FloatModel,
+        splice: &'a Splice,
+        norms: StreamNorms,
+    ) -> Result<Self, SpliceError> {
+        splice.check()?;
+        let w = splice.width;
+        let wrong = norms.input.iter().chain(&norms.post).chain([&norms.last, &norms.machine]).any(|n| n.len() != w);
+        if norms.input.len() != config.layers || norms.post.len() != config.layers || wrong {
+            return Err(SpliceError::Shape(alloc::format!(
+                "the stream's norms are not {} layers of {w} weights",
+                config.layers
+            )));
+        }
+        let mut r = Runner::plain(config, model)?;
+        (r.input_norms, r.post_norms, r.final_norm, r.machine_norm) =
+            (norms.input, norms.post, norms.last, norms.machine);
+        (r.order, r.eps, r.width, r.splice) = ((0..w).collect(), norms.eps, w, Some(splice));
+        r.written = splice.layers.iter().map(Compiled::written).collect();
+        r.reset();
+        Ok(r)
+    }
+
+    pub fn vocab_size(&self) -> usize {
+        self.splice.map_or(self.config.vocab, Splice::vocab_size)
+    }
+
+    /// Positions run so far.
+    pub fn position(&self) -> usize {
+        self.keys[0].len() / self.config.kv_rows()
+    }
+
+    /// Forgets every position.
+    pub fn reset(&mut self) {
+        self.keys.iter_mut().chain(&mut self.values).for_each(Vec::clear);
+        if let Some(s) = self.splice {
+            self.states = s
+                .layers
+                .iter()
+                .map(|l| match l {
+                    Compiled::DeltaNet(w) => Some(DeltaNet::new((**w).clone())),
+                    Compiled::SwiGlu(_) => None,
+                })
+                .collect();
+        }
+    }
+
+    /// The next token's logits (text tokens first) after `token`.
+    pub fn forward(&mut self, token: usize) -> Result<Vec<f32>, SpliceError> {
+        Ok(self.forward_many(&[token])?.pop().unwrap_or_default())
+    }
+
+    /// [`Self::forward`] for consecutive tokens at once, each position's logits: every product
+    /// is the one `forward` computes (so the bits are the same), but a weight row is read once for
+    /// all of them.
+    pub fn forward_many(&mut self, tokens: &[usize]) -> Result<Vec<Vec<f32>>, SpliceError> {
+        let (c, h) = (self.config, self.config.hidden);
+        let mut xs = Vec::with_capacity(tokens.len());
+        for &token in tokens {
+            let mut x = vec![0.0f32; self.width];
+            match self.splice {
+                _ if token < c.vocab => {
+                    x[..h].copy_from_slice(&self.model.embed[token * h..][..h]);
+                    if let Some(s) = self.splice {
+                        x[s.flag] = s.flag_value;
+                    }
+                }
+                Some(s) => {
+                    let row =
+                        s.embed.get(token - c.vocab).ok_or(SpliceError::Token { token, vocab: s.vocab_size() })?;
+                    for &(ch, v) in row {
+                        x[ch] = v;
+                    }
+                }
+                None => return Err(SpliceError::Token { token, vocab: c.vocab }),
+            }
+            if let Some(s) = self.splice {
+                for ((l, state), written) in s.layers.iter().zip(&mut self.states).zip(&self.written) {
+                    match (l, state) {
+                        (Compiled::SwiGlu(l), _) => l.forward_with(&mut x, &self.machine_norm, self.eps, &self.order),
+                        (Compiled::DeltaNet(_), Some(net)) => {
+                            let y = net.step(&rms_norm(&x, &self.machine_norm, self.eps, &self.order));
+                            for &c in written {
+                                x[c] += y[c];
+                            }
+                        }
+                        (Compiled::DeltaNet(_), None) => {}
+                    }
+                }
+                self.machine_stream.clone_from(&x);
+            }
+            xs.push(x);
+        }
+        let start = self.position();
+        let tables: Vec<_> = (0..xs.len()).map(|t| text::rope_table(c.rope_theta, c.head_dim, start + t)).collect();
+        for i in 0..c.layers {
+            self.text_layer(i, &mut xs, &tables);
+        }
+        let ns: Vec<Vec<f32>> = xs.iter().map(|x| text::rms_norm(x, &self.final_norm, self.eps)).collect();
+        let mut logits = vec![text::zeros(self.vocab_size()); xs.len()];
+        let heads: Vec<&mut [f32]> = logits.iter_mut().map(|l| &mut l[..c.vocab]).collect();
+        text::matmul(self.model.lm_head(), &text_part(&ns, h), heads);
+        if let Some(s) = self.splice {
+            for (l, n) in logits.iter_mut().zip(&ns) {
+                for (l, row) in l[c.vocab..].iter_mut().zip(&s.head) {
+                    *l = row.iter().fold(0.0f32, |acc, &(ch, w)| acc + w * n[ch]);
+                }
+            }
+        }
+        Ok(logits)
+    }
+
+    /// Decoder layer `i` (the reference's steps) on the text's channels of each position's `x`.
+    fn text_layer(&mut self, i: usize, xs: &mut [Vec<f32>], tables: &[Vec<(f32, f32)>]) {
+        let (c, l) = (self.config, &self.model.layers[i]);
+        let (h, hd, n) = (c.hidden, c.head_dim, xs.len());
+        let normed: Vec<Vec<f32>> = xs.iter().map(|x| text::rms_norm(x, &self.input_norms[i], self.eps)).collect();
+        let inputs = text_part(&normed, h);
+        let (mut q, mut k, mut v) = (outputs(n, c.q_rows()), outputs(n, c.kv_rows()), outputs(n, c.kv_rows()));
+        text::matmul(&l.q, &inputs, q.iter_mut().map(|v| &mut v[..]).collect());
+        text::matmul(&l.k, &inputs, k.iter_mut().map(|v| &mut v[..]).collect());
+        text::matmul(&l.v, &inputs, v.iter_mut().map(|v| &mut v[..]).collect());
+        let first = self.keys[i].len();
+        for t in 0..n {
+            let (q, k, v) = (&mut q[t], &mut k[t], &mut v[t]);
+            if c.qkv_bias {
+                for (out, bias) in [(&mut *q, &l.q_bias), (&mut *k, &l.k_bias), (&mut *v, &l.v_bias)] {
+                    out.iter_mut().zip(bias).for_each(|(o, b)| *o += b);
+                }
+            }
+            for (heads, norm) in [(&mut *q, &l.q_norm), (&mut *k, &l.k_norm)] {
+                for head in heads.chunks_exact_mut(hd) {
+                    if c.qk_norm {
+                        // Per head, over head_dim: the stream's width does not enter.
+                        let normed = text::rms_norm(head, norm, c.rms_eps as f32);
+                        head.copy_from_slice(&normed);
+                    }
+                    text::rope(head, &tables[t]);
+                }
+            }
+            self.keys[i].extend_from_slice(k);
+            self.values[i].extend_from_slice(v);
+        }
+        let group = c.heads / c.kv_heads;
+        let mut attn = outputs(n, c.q_rows());
+        for (t, out) in attn.iter_mut().enumerate() {
+            // Causal: position t sees the cache up to itself.
+            let end = first + (t + 1) * c.kv_rows();
+            let (keys, values) = (&self.keys[i][..end], &self.values[i][..end]);
+            for (head, out) in out.chunks_exact_mut(hd).enumerate() {
+                text::attend(&q[t][head * hd..][..hd], keys, values, c.kv_rows(), head / group * hd, out);
+            }
+        }
+        let mut o = outputs(n, h);
+        text::matmul(
+            &l.o,
+            &attn.iter().map(|a| &a[..]).collect::<Vec<_>>(),
+            o.iter_mut().map(|v| &mut v[..]).collect(),
+        );
+        add_text(xs, &o);
+        let normed: Vec<Vec<f32>> = xs.iter().map(|x| text::rms_norm(x, &self.post_norms[i], self.eps)).collect();
+        let inputs = text_part(&normed, h);
+        let (mut gate, mut up) = (outputs(n, c.intermediate), outputs(n, c.intermediate));
+        text::matmul(&l.gate, &inputs, gate.iter_mut().map(|v| &mut v[..]).collect());
+        text::matmul(&l.up, &inputs, up.iter_mut().map(|v| &mut v[..]).collect());
+        let act: Vec<Vec<f32>> = gate.iter().zip(&up).map(|(g, u)| text::swiglu(g, u)).collect();
+        text::matmul(
+            &l.down,
+            &act.iter().map(|a| &a[..]).collect::<Vec<_>>(),
+            o.iter_mut().map(|v| &mut v[..]).collect(),
+        );
+        add_text(xs, &o);
+    }
+}
+
+/// Each row's first `h` values (the text's channels).
+fn text_part(rows: &[Vec<f32>], h: usize) -> Vec<&[f32]> {
+    rows.iter().map(|r| &r[..h]).collect()
+}
+
+fn outputs(n: usize, len: usize) -> Vec<Vec<f32>> {
+    vec![text::zeros(len); n]
+}
+
+/// The residual add of a text sublayer's outputs to the text's channels.
+fn add_text(xs: &mut [Vec<f32>], out: &[Vec<f32>]) {
+    for (x, o) in xs.iter_mut().zip(out) {
+        x.iter_mut().zip(o).for_each(|(x, o)| *x += o);
+    }
+}
+
+/// That every tensor has its config's size (a model read from a file may not).
+fn check(c: &Config, m: &FloatModel) -> Result<(), SpliceError> {
+    let bad = |what: &str, got: usize, want: usize| {
+        Err(SpliceError::Shape(alloc::format!("{what} has {got} values, the config says {want}")))
+    };
+    if m.layers.len() != c.layers {
+        return bad("the layer list", m.layers.len(), c.layers);
+    }
+    for (what, got, want) in [
+        ("the embedding", m.embed.len(), c.vocab * c.hidden),
+        ("the LM head", m.lm_head().len(), c.vocab * c.hidden),
+        ("the final norm", m.final_norm.len(), c.hidden),
+    ] {
+        if got != want {
+            return bad(what, got, want);
+        }
+    }
+    for l in &m.layers {
+        for (t, shape, data) in l.tensors(c) {
+            let want: usize = shape.iter().product();
+            if data.len() != want {
+                return bad(t.names().0, data.len(), want);
+            }
+        }
+    }
+    Ok(())
+}
