@@ -14,7 +14,7 @@ const MAX_DIM: usize = 1 << 20;
 
 /// The shape of a Qwen3-family decoder. llama and qwen2 checkpoints fit it too: llama has no
 /// QK-norm, qwen2 adds q/k/v biases; both may untie the LM head (see [`FloatModel::lm_head`]).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Config {
     pub hidden: usize,
     pub intermediate: usize,

@@ -35,21 +35,13 @@ use deltanet::{deltanet_matrices, deltanet_vectors, dense_entries, read_deltanet
 pub const FORMAT: &str = "substrates-qwengpu-spliced";
 pub const VERSION: u32 = 1;
 
+/// The text model: its shape, what it was read from, and whether its head is its embedding.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TextShape {
     pub architecture: String,
-    pub hidden: usize,
-    pub intermediate: usize,
-    pub layers: usize,
-    pub heads: usize,
-    pub kv_heads: usize,
-    pub head_dim: usize,
-    pub vocab: usize,
-    pub rope_theta: f64,
-    pub rms_eps: f64,
-    pub qk_norm: bool,
-    pub qkv_bias: bool,
     pub tied_head: bool,
+    #[serde(flatten)]
+    pub config: Config,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -212,21 +204,7 @@ pub fn write(
     let config = CheckpointConfig {
         format: FORMAT.into(),
         version: VERSION,
-        text: TextShape {
-            architecture: architecture.into(),
-            hidden: c.hidden,
-            intermediate: c.intermediate,
-            layers: c.layers,
-            heads: c.heads,
-            kv_heads: c.kv_heads,
-            head_dim: c.head_dim,
-            vocab: c.vocab,
-            rope_theta: c.rope_theta,
-            rms_eps: c.rms_eps,
-            qk_norm: c.qk_norm,
-            qkv_bias: c.qkv_bias,
-            tied_head: model.lm_head.is_none(),
-        },
+        text: TextShape { architecture: architecture.into(), tied_head: model.lm_head.is_none(), config: c },
         width: w,
         bias_channel: splice.bias,
         flag_channel: splice.flag,
@@ -372,20 +350,7 @@ pub fn load(dir: &Path) -> Result<Loaded> {
         file.format,
         file.version
     );
-    let s = &file.text;
-    let c = Config {
-        hidden: s.hidden,
-        intermediate: s.intermediate,
-        layers: s.layers,
-        heads: s.heads,
-        kv_heads: s.kv_heads,
-        head_dim: s.head_dim,
-        vocab: s.vocab,
-        rope_theta: s.rope_theta,
-        rms_eps: s.rms_eps,
-        qk_norm: s.qk_norm,
-        qkv_bias: s.qkv_bias,
-    };
+    let (s, c) = (&file.text, file.text.config);
     c.check().map_err(|e| anyhow!("{}: the text model's shape: {e}", path.display()))?;
     let w = file.width;
     ensure!(w > c.hidden && w <= 1 << 20, "{}: a stream of {w} channels for a text of {}", path.display(), c.hidden);
