@@ -14,6 +14,12 @@
 //! exactly `B/4` whatever `c` is, and the head puts exactly `2^−j` in the stream. At a text
 //! position the key is 0 (its pre-activation comes from the bias channel), so nothing changes.
 //!
+//! **The step's record.** A second head of the same layer holds the last record token's fields
+//! (warp, block, lane mask) for the step's VAL tokens: a record writes `[B, 32 + w, 32 + b,
+//! 32 + m]` with `β = 1`, a VAL token writes nothing (`β = sigmoid(−128)`, exactly 0), and the
+//! output takes the offset of 32 (there for SiLU to be the identity) back off. So every position
+//! of a step knows the step's block, which with its slot names the register it carries.
+//!
 //! **The one-hot.** `[j > s] = [1 − 2^(s+1) · 2^−j ≥ 0]`: the step unit of `limbs` on that
 //! pre-activation. The side that can be huge (`j ≤ s`) is the negative one, where SiLU is −0 for
 //! any magnitude; on the other side the pre-activation is in `[0, 1)`, and the unit's two
@@ -42,25 +48,48 @@ pub struct Counter {
     /// The first of `slots` one-hot channels.
     pub slot: usize,
     pub slots: usize,
+    /// A record token's warp, block and mask channels, and where the step's copies go.
+    pub record_in: [usize; 3],
+    pub record: usize,
 }
 
 impl Counter {
-    /// The counting head: one head of `d_k = d_v = 4` (powers of four, so the scales are exact).
+    /// The layer: head 0 counts, head 1 holds the record; `d_k = d_v = 4` (powers of four, so
+    /// the scales are exact), both keyed on row 0.
     pub fn weights(&self) -> DeltaNetWeights {
-        let (d, dk, dv) = (self.d_model, 4, 4);
-        let mut w_qkv = vec![0.0; (2 * dk + dv) * d];
-        w_qkv[self.one] = KEY; // query row 0
-        w_qkv[dk * d + self.one] = KEY; // key row 0
-        w_qkv[2 * dk * d + self.one] = B; // value entry 0: the constant
-        w_qkv[(2 * dk + 1) * d + self.kind] = 32.0; // value entry 1: 32 at a record, 0 at a VAL
-                                                    // The output's entry 1 is 16 · 2^−j (the query is 1/2 after its 1/√d_k); the root is
-                                                    // B/4 and silu(z) is 32: a norm weight of 2^13 leaves exactly 2^−j.
-        let mut w_out = vec![0.0; d * dv];
-        w_out[self.count * dv + 1] = 1.0;
-        let mut w = exact_weights_sized(d, self.one, (1, dk, dv), 8192.0, w_qkv, w_out);
-        // β = sigmoid(32 · kind): 1 at a record, exactly 1/2 at a VAL token.
-        w.w_b = vec![0.0; d];
+        let (d, heads, dk, dv) = (self.d_model, 2, 4, 4);
+        let mut w_qkv = vec![0.0; heads * (2 * dk + dv) * d];
+        let value = |h: usize, j: usize| (2 * heads * dk + h * dv + j) * d;
+        for h in 0..heads {
+            // Query and key row 0, and the value's constant entry 0.
+            w_qkv[h * dk * d + self.one] = KEY;
+            w_qkv[(heads + h) * dk * d + self.one] = KEY;
+            w_qkv[value(h, 0) + self.one] = B;
+        }
+        // The count: 32 at a record, 0 at a VAL token.
+        w_qkv[value(0, 1) + self.kind] = 32.0;
+        for (j, &field) in self.record_in.iter().enumerate() {
+            w_qkv[value(1, 1 + j) + self.one] = 32.0;
+            w_qkv[value(1, 1 + j) + field] = 1.0;
+        }
+        // An output entry is the row's entry over 2 (the query is 1/2 after its 1/√d_k), over
+        // the root B/4, times the norm weight 2^13 and silu(z) = 32: 16 · 2^−j becomes 2^−j, and
+        // 32 + f becomes (32 + f)/32, whose offset the constant entry (2^19 out) takes off.
+        let cols = heads * dv;
+        let mut w_out = vec![0.0; d * cols];
+        w_out[self.count * cols + 1] = 1.0;
+        for j in 0..3 {
+            let row = (self.record + j) * cols;
+            w_out[row + dv + 1 + j] = 32.0;
+            w_out[row + dv] = -32.0 / 524_288.0;
+        }
+        let mut w = exact_weights_sized(d, self.one, (heads, dk, dv), 8192.0, w_qkv, w_out);
+        // β: head 0 sigmoid(32 · kind), 1 at a record and exactly 1/2 at a VAL token; head 1
+        // sigmoid(160 · kind − 128), 1 at a record and exactly 0 at a VAL token.
+        w.w_b = vec![0.0; heads * d];
         w.w_b[self.kind] = 32.0;
+        w.w_b[d + self.kind] = 160.0;
+        w.w_b[d + self.one] = -128.0;
         w
     }
 
@@ -96,13 +125,14 @@ mod tests {
     const D: usize = 64;
 
     fn counter() -> Counter {
-        Counter { d_model: D, one: 0, kind: 1, count: 2, slot: 3, slots: 40 }
+        Counter { d_model: D, one: 0, kind: 1, count: 2, slot: 3, slots: 40, record_in: [43, 44, 45], record: 46 }
     }
 
     #[derive(Clone, Copy, PartialEq, Debug)]
     enum Pos {
         Text,
-        Record,
+        /// Warp, block, mask.
+        Record([u8; 3]),
         Val,
     }
 
@@ -111,11 +141,15 @@ mod tests {
     fn stream(c: &Counter, p: Pos, rng: &mut Rng) -> Vec<f32> {
         let mut x = vec![0.0; D];
         match p {
-            Pos::Text => (48..D).for_each(|i| x[i] = (rng.next_u64() % 2001) as f32 / 100.0 - 10.0),
-            Pos::Record | Pos::Val => {
+            Pos::Text => (50..D).for_each(|i| x[i] = (rng.next_u64() % 2001) as f32 / 100.0 - 10.0),
+            Pos::Record(fields) => {
                 x[c.one] = bias(D);
-                x[c.kind] = f32::from(u8::from(p == Pos::Record));
+                x[c.kind] = 1.0;
+                for (&ch, f) in c.record_in.iter().zip(fields) {
+                    x[ch] = f32::from(f);
+                }
             }
+            Pos::Val => x[c.one] = bias(D),
         }
         x
     }
@@ -128,16 +162,21 @@ mod tests {
         let c = counter();
         let (mut net, decode) = (c.layer(), c.decode());
         let order: Vec<usize> = (0..D).collect();
-        let mut since: Option<usize> = None;
+        let (mut since, mut record): (Option<usize>, [u8; 3]) = (None, [0; 3]);
         for (i, &p) in positions.iter().enumerate() {
             let mut x = stream(&c, p, rng);
             let before = net.state.clone();
             let y = net.step(&rms_norm(&x, &norm_weights(D), 1e-6, &order));
-            x[c.count] += y[c.count];
+            for ch in [c.count, c.record, c.record + 1, c.record + 2] {
+                x[ch] += y[ch];
+            }
             decode.forward(&mut x, 1e-6, &order);
             since = match p {
                 Pos::Text => since,
-                Pos::Record => Some(0),
+                Pos::Record(fields) => {
+                    record = fields;
+                    Some(0)
+                }
                 Pos::Val => since.map(|j| j + 1),
             };
             let slots = &x[c.slot..c.slot + c.slots];
@@ -151,6 +190,8 @@ mod tests {
             if let Some(j) = since {
                 assert_eq!(x[c.count], 2f32.powi(-(j as i32)), "position {i}");
             }
+            let held = &x[c.record..c.record + 3];
+            assert_eq!(held, &record.map(f32::from)[..], "position {i}: the step's record");
         }
     }
 
@@ -159,11 +200,11 @@ mod tests {
     #[test]
     fn the_head_counts_val_tokens_since_the_record_exactly() {
         let mut rng = Rng::new(3);
-        let mut p = vec![Pos::Val, Pos::Val, Pos::Text, Pos::Record];
+        let mut p = vec![Pos::Val, Pos::Val, Pos::Text, Pos::Record([31, 31, 15])];
         for j in 0..80 {
             p.push(if j % 7 == 3 { Pos::Text } else { Pos::Val });
         }
-        p.extend([Pos::Record, Pos::Record, Pos::Val, Pos::Text, Pos::Record, Pos::Val]);
+        p.extend([Pos::Record([0; 3]), Pos::Record([1, 2, 3]), Pos::Val, Pos::Text, Pos::Record([7, 0, 9]), Pos::Val]);
         check(&p, &mut rng);
     }
 
@@ -173,7 +214,7 @@ mod tests {
         let mut rng = Rng::new(8);
         let mut p = Vec::new();
         for _ in 0..60 {
-            p.push(Pos::Record);
+            p.push(Pos::Record([0u8; 3].map(|_| (rng.next_u64() % 32) as u8)));
             for _ in 0..rng.next_u64() % 34 {
                 p.push(if rng.next_u64().is_multiple_of(9) { Pos::Text } else { Pos::Val });
             }
@@ -192,7 +233,7 @@ mod tests {
         let order: Vec<usize> = (0..D).collect();
         let mut rng = Rng::new(1);
         let mut wrong = 0;
-        for (j, p) in [Pos::Record].into_iter().chain([Pos::Val; 30]).enumerate() {
+        for (j, p) in [Pos::Record([1, 1, 1])].into_iter().chain([Pos::Val; 30]).enumerate() {
             let x = stream(&c, p, &mut rng);
             let y = net.step(&rms_norm(&x, &norm_weights(D), 1e-6, &order));
             wrong += usize::from(y[c.count] != 2f32.powi(-(j as i32)));

@@ -90,6 +90,8 @@ pub struct Splice {
     /// The one-hot slot of a VAL token in its step (`slot_counter`): `slots` channels from `slot`.
     pub slot: usize,
     pub slots: usize,
+    /// The step's record (warp, block, mask) at every position of the step: 3 channels.
+    pub step_record: usize,
     /// The ALU's operands (limbs from these channels) and each operation's result.
     pub alu_a: usize,
     pub alu_b: usize,
@@ -201,7 +203,7 @@ impl Splice {
         let local_vocab = Vocab::at(alu.channels);
         // After the vocabulary: the slot counter's count and its one-hot slots, then the flag.
         let count = alu.channels + local_vocab.channels().len();
-        let need = count + 1 + SLOTS + 1;
+        let need = count + 1 + SLOTS + 3 + 1;
         if need > width - h {
             return Err(SpliceError::Narrow { need, hidden: h, have: width - h });
         }
@@ -211,12 +213,16 @@ impl Splice {
             feed.pass(&[(f.channel, 1.0)], &[(alu.a + i, 1.0), (alu.b + 2 + i, 1.0)]);
         }
         let vocab = Vocab::on(h + alu.channels, h);
-        let counter = |one, kind, count| Counter { d_model: width, one, kind, count, slot: count + 1, slots: SLOTS };
+        let counter = |one, v: &Vocab, count| {
+            let record_in = v.record.map(|f| f.channel);
+            let (slot, record) = (count + 1, count + 1 + SLOTS);
+            Counter { d_model: width, one, kind: v.kind, count, slot, slots: SLOTS, record_in, record }
+        };
         // The decoder joins the ALU's first layer (the count is written before it).
         let mut first = alu.layers.first().cloned().unwrap_or_default();
-        first.units.extend(counter(0, local_vocab.kind, count).decode().units);
+        first.units.extend(counter(0, &local_vocab, count).decode().units);
         let mut layers = vec![Compiled::SwiGlu(feed.shifted(h))];
-        layers.push(Compiled::DeltaNet(Box::new(counter(h, vocab.kind, h + count).weights())));
+        layers.push(Compiled::DeltaNet(Box::new(counter(h, &vocab, h + count).weights())));
         layers
             .extend(core::iter::once(&first).chain(alu.layers.iter().skip(1)).map(|l| Compiled::SwiGlu(l.shifted(h))));
         let flag = width - 1;
@@ -242,6 +248,7 @@ impl Splice {
             layers,
             slot: h + count + 1,
             slots: SLOTS,
+            step_record: h + count + 1 + SLOTS,
             alu_a,
             alu_b,
             alu_results,
@@ -350,6 +357,7 @@ impl Splice {
             self.alu_a + LIMBS - 1,
             self.alu_b + LIMBS - 1,
             self.slot + self.slots - 1,
+            self.step_record + 2,
         ]
         .into_iter()
         .chain(self.vocab.val.iter().chain(&self.vocab.record).map(|f| f.channel))

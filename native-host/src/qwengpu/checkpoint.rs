@@ -98,6 +98,7 @@ pub struct CheckpointConfig {
     pub machine_head_shape: [usize; 2],
     pub slot_channel: usize,
     pub slots: usize,
+    pub step_record_channel: usize,
     pub alu_a: usize,
     pub alu_b: usize,
     /// Each ALU operation's result channel (limbs from there; a comparison one 0/1 channel).
@@ -224,6 +225,7 @@ pub fn write(
         machine_head_shape: [v.len(), w],
         slot_channel: splice.slot,
         slots: splice.slots,
+        step_record_channel: splice.step_record,
         alu_a: splice.alu_a,
         alu_b: splice.alu_b,
         alu_results: splice.alu_results.iter().map(|(op, c)| (format!("{op:?}"), *c)).collect(),
@@ -453,6 +455,7 @@ pub fn load(dir: &Path) -> Result<Loaded> {
             layers,
             slot: file.slot_channel,
             slots: file.slots,
+            step_record: file.step_record_channel,
             alu_a: file.alu_a,
             alu_b: file.alu_b,
             alu_results,

@@ -137,8 +137,8 @@ fn machine_positions_run_the_alu_and_name_their_token() {
 }
 
 /// The slot counter inside the spliced model: after each record token, the VAL tokens that
-/// follow get slots 1, 2, … (one-hot in the stream), text between them moves nothing, and past
-/// the last slot none is set.
+/// follow get slots 1, 2, … (one-hot in the stream) and see the step's record, text between
+/// them moves nothing, and past the last slot none is set.
 #[test]
 fn val_tokens_know_their_slot_in_the_step() {
     let (c, model) = llama();
@@ -168,6 +168,8 @@ fn val_tokens_know_their_slot_in_the_step() {
             }
             let want: Vec<f32> = (0..splice.slots).map(|s| f32::from(u8::from(since == Some(s)))).collect();
             assert_eq!(slots(&spliced.machine_stream), want, "step {i}: {since:?} VAL tokens since the record");
+            let held = &spliced.machine_stream[splice.step_record..splice.step_record + 3];
+            assert_eq!(held, [i as f32, 1.0, 15.0], "step {i}: the step's record");
         }
     }
 }
