@@ -120,17 +120,6 @@ impl Compiled {
             }
         }
     }
-
-    /// The channels a DeltaNet adds its output to (the rows of `w_out` that are not all zero).
-    pub fn written(&self) -> Vec<usize> {
-        match self {
-            Compiled::SwiGlu(l) => l.units.iter().flat_map(|u| &u.down).map(|&(c, _)| c).collect(),
-            Compiled::DeltaNet(w) => {
-                let cols = w.heads * w.d_v;
-                (0..w.d_model).filter(|&c| w.w_out[c * cols..(c + 1) * cols].iter().any(|&v| v != 0.0)).collect()
-            }
-        }
-    }
 }
 
 /// The norm weights of a spliced model's stream (`width` each) and its ε.

@@ -15,6 +15,7 @@
 //! Loading checks everything a hostile file could get wrong (a missing or misshapen tensor, an
 //! index past its dense shape, a vocabulary that does not add up) and names it.
 
+use crate::ebpf::hf::to_f32;
 use crate::ebpf::models;
 use crate::ebpf::tokenize::TextTokenizer;
 use anyhow::{anyhow, ensure, Context, Result};
@@ -296,10 +297,10 @@ impl Tensors<'_> {
         Ok(t)
     }
 
+    /// An F32 tensor of `shape` (the checkpoint stores no other float type, so its values are the
+    /// model's exactly), decoded by the HF reader's `to_f32`.
     fn f32s(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
-        let t = self.view(name, Dtype::F32)?;
-        ensure!(t.shape() == shape, "tensor {name} has shape {:?}, expected {shape:?}", t.shape());
-        Ok(t.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
+        Ok(to_f32(name, &self.view(name, Dtype::F32)?, shape)?)
     }
 
     fn u32s(&self, name: &str) -> Result<Vec<u32>> {

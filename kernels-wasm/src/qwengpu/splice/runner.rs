@@ -3,7 +3,7 @@
 
 use super::{text, Compiled, Splice, SpliceError, StreamNorms};
 use crate::qwen3::model::{Config, FloatModel};
-use crate::qwengpu::deltanet::DeltaNet;
+use crate::qwengpu::deltanet::{DeltaNet, DeltaNetWeights};
 use crate::qwengpu::limbs::rms_norm;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -23,10 +23,9 @@ pub struct Runner<'a> {
     /// Per layer, every position's keys (then values), `kv_rows` each.
     keys: Vec<Vec<f32>>,
     values: Vec<Vec<f32>>,
-    /// The compiled DeltaNet layers' recurrent states (`None` for the others).
-    states: Vec<Option<DeltaNet>>,
-    /// Per compiled layer, the channels it writes.
-    written: Vec<Vec<usize>>,
+    /// Per compiled DeltaNet layer, its recurrent state and the channels it writes (`None` for
+    /// the SwiGLU layers).
+    states: Vec<Option<(DeltaNet, Vec<usize>)>>,
     /// The stream after the machine's layers at the last position (spliced only).
     pub machine_stream: Vec<f32>,
 }
@@ -49,7 +48,6 @@ impl<'a> Runner<'a> {
             keys: vec![Vec::new(); config.layers],
             values: vec![Vec::new(); config.layers],
             states: Vec::new(),
-            written: Vec::new(),
             machine_stream: Vec::new(),
         })
     }
@@ -79,7 +77,6 @@ impl<'a> Runner<'a> {
         (r.input_norms, r.post_norms, r.final_norm, r.machine_norm) =
             (norms.input, norms.post, norms.last, norms.machine);
         (r.order, r.eps, r.width, r.splice) = ((0..w).collect(), norms.eps, w, Some(splice));
-        r.written = splice.layers.iter().map(Compiled::written).collect();
         r.reset();
         Ok(r)
     }
@@ -101,7 +98,7 @@ impl<'a> Runner<'a> {
                 .layers
                 .iter()
                 .map(|l| match l {
-                    Compiled::DeltaNet(w) => Some(DeltaNet::new((**w).clone())),
+                    Compiled::DeltaNet(w) => Some((DeltaNet::new((**w).clone()), written(w))),
                     Compiled::SwiGlu(_) => None,
                 })
                 .collect();
@@ -138,14 +135,16 @@ impl<'a> Runner<'a> {
                 None => return Err(SpliceError::Token { token, vocab: c.vocab }),
             }
             if let Some(s) = self.splice {
-                for ((l, state), written) in s.layers.iter().zip(&mut self.states).zip(&self.written) {
+                for (l, state) in s.layers.iter().zip(&mut self.states) {
                     match (l, state) {
-                        (Compiled::SwiGlu(l), _) => l.forward_with(&mut x, &self.machine_norm, self.eps, &self.order),
-                        (Compiled::DeltaNet(_), Some(net)) => {
+                        (_, Some((net, written))) => {
                             let y = net.step(&rms_norm(&x, &self.machine_norm, self.eps, &self.order));
-                            for &c in written {
+                            for &c in written.iter() {
                                 x[c] += y[c];
                             }
+                        }
+                        (Compiled::SwiGlu(l), None) => {
+                            l.forward_with(&mut x, &self.machine_norm, self.eps, &self.order)
                         }
                         (Compiled::DeltaNet(_), None) => {}
                     }
@@ -234,6 +233,13 @@ impl<'a> Runner<'a> {
         );
         add_text(xs, &o);
     }
+}
+
+/// The channels a DeltaNet adds its output to: the rows of `w_out` that are not all zero (only
+/// those change, so a text channel never picks up a −0).
+fn written(w: &DeltaNetWeights) -> Vec<usize> {
+    let cols = w.heads * w.d_v;
+    (0..w.d_model).filter(|&c| w.w_out[c * cols..(c + 1) * cols].iter().any(|&v| v != 0.0)).collect()
 }
 
 /// Each row's first `h` values (the text's channels).
