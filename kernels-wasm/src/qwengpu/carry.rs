@@ -39,7 +39,7 @@ pub fn successors(program: &Program, b: usize) -> Vec<usize> {
 type Regs = u32;
 
 /// Per block: the registers read before any write in it (`uses`) and those it writes (`defs`).
-fn uses_defs(program: &Program) -> Vec<(Regs, Regs)> {
+pub(crate) fn uses_defs(program: &Program) -> Vec<(Regs, Regs)> {
     program
         .blocks
         .iter()

@@ -40,9 +40,35 @@ fn rsqrt(x: f32) -> f32 {
     1.0 / x.sqrt()
 }
 
-/// `y = W·x` for a row-major `W` (sums in index order).
-fn matvec(w: &[f32], x: &[f32]) -> Vec<f32> {
-    w.chunks_exact(x.len()).map(|row| row.iter().zip(x).fold(0.0, |acc, (a, b)| acc + a * b)).collect()
+/// A row-major matrix's nonzero entries, row by row: the machine's projections are a few
+/// entries a row over a stream thousands wide.
+#[derive(Debug, Clone, PartialEq)]
+struct Sparse {
+    /// Row `r`'s entries are `entries[starts[r]..starts[r + 1]]`, in column order.
+    starts: Vec<usize>,
+    entries: Vec<(u32, f32)>,
+}
+
+impl Sparse {
+    fn new(w: &[f32], cols: usize) -> Sparse {
+        let mut starts = vec![0];
+        let mut entries = Vec::new();
+        for row in w.chunks_exact(cols.max(1)) {
+            entries.extend(row.iter().enumerate().filter(|(_, &v)| v != 0.0).map(|(c, &v)| (c as u32, v)));
+            starts.push(entries.len());
+        }
+        Sparse { starts, entries }
+    }
+
+    /// `y = W·x`, each row summed in column order. Bit-identical to summing every column: a
+    /// zero weight's product is ±0 (for finite `x`), which leaves a nonzero sum as it is and a
+    /// zero sum at +0 (the running sum starts at +0, and +0 + −0 is +0).
+    fn matvec(&self, x: &[f32]) -> Vec<f32> {
+        self.starts
+            .windows(2)
+            .map(|r| self.entries[r[0]..r[1]].iter().fold(0.0, |acc, &(c, v)| acc + v * x[c as usize]))
+            .collect()
+    }
 }
 
 /// The weights of one layer.
@@ -91,13 +117,23 @@ pub struct DeltaNet {
     pub w: DeltaNetWeights,
     pub state: Vec<f32>,
     conv_history: Vec<Vec<f32>>,
+    /// `w`'s matrices as they were at [`DeltaNet::new`]: q|k|v, z, b, a, out.
+    sparse: [Sparse; 5],
 }
 
 impl DeltaNet {
     pub fn new(w: DeltaNetWeights) -> Self {
         let state = vec![0.0; w.heads * w.d_k * w.d_v];
         let conv_history = vec![vec![0.0; w.channels()]; CONV - 1];
-        DeltaNet { w, state, conv_history }
+        let d = w.d_model;
+        let sparse = [
+            Sparse::new(&w.w_qkv, d),
+            Sparse::new(&w.w_z, d),
+            Sparse::new(&w.w_b, d),
+            Sparse::new(&w.w_a, d),
+            Sparse::new(&w.w_out, w.heads * w.d_v),
+        ];
+        DeltaNet { w, state, conv_history, sparse }
     }
 
     /// Row `i` of head `h`'s state.
@@ -110,8 +146,9 @@ impl DeltaNet {
     pub fn step(&mut self, x: &[f32]) -> Vec<f32> {
         let w = &self.w;
         let (h_n, dk, dv) = (w.heads, w.d_k, w.d_v);
+        let [p_qkv, p_z, p_b, p_a, p_out] = &self.sparse;
         // Projections, then the causal depthwise convolution over the last CONV inputs + SiLU.
-        let qkv_in = matvec(&w.w_qkv, x);
+        let qkv_in = p_qkv.matvec(x);
         let qkv: Vec<f32> = (0..qkv_in.len())
             .map(|c| {
                 let taps = &w.conv[c * CONV..(c + 1) * CONV];
@@ -121,9 +158,9 @@ impl DeltaNet {
             .collect();
         self.conv_history.remove(0);
         self.conv_history.push(qkv_in);
-        let z = matvec(&w.w_z, x);
-        let b = matvec(&w.w_b, x);
-        let a = matvec(&w.w_a, x);
+        let z = p_z.matvec(x);
+        let b = p_b.matvec(x);
+        let a = p_a.matvec(x);
         let mut out = Vec::with_capacity(h_n * dv);
         for h in 0..h_n {
             let l2 = |v: &[f32]| {
@@ -153,6 +190,6 @@ impl DeltaNet {
             let n = rsqrt(o.iter().fold(0.0, |acc, x| acc + x * x) / dv as f32 + w.eps);
             out.extend((0..dv).map(|j| o[j] * n * w.norm[j] * silu(z[h * dv + j])));
         }
-        matvec(&w.w_out, &out)
+        p_out.matvec(&out)
     }
 }

@@ -46,19 +46,25 @@ const OFFSET: f32 = 32.0;
 pub struct Layout {
     /// Sizes of the address's one-hot groups; a row is one combination.
     pub groups: Vec<usize>,
-    /// Limbs per row.
-    pub limbs: usize,
     /// Stream width, and its constant channel (1 after the norm).
     pub d_model: usize,
     pub one: usize,
-    /// First channel of each write-address group, and of the limbs written.
+    /// First channel of each write-address group, and the channel of each limb written (a row
+    /// holds `value.len()` limbs; `one` among them stores a constant 1, a "this row is set" flag).
     pub write: Vec<usize>,
-    pub value: usize,
-    /// Per head (one read each): the first channel of each read-address group.
+    pub value: Vec<usize>,
+    /// Per head (one read each): the first channel of each read-address group, and the first of
+    /// the channels its limbs are added to.
     pub reads: Vec<Vec<usize>>,
+    pub out: Vec<usize>,
 }
 
 impl Layout {
+    /// Limbs per row.
+    pub fn limbs(&self) -> usize {
+        self.value.len()
+    }
+
     /// Rows addressed: the product of the group sizes.
     pub fn rows(&self) -> usize {
         self.groups.iter().product()
@@ -72,7 +78,7 @@ impl Layout {
 
     /// The value width: the bias entry and the limbs, rounded up to a power of four.
     pub fn d_v(&self) -> usize {
-        power_of_four(self.limbs + 1)
+        power_of_four(self.limbs() + 1)
     }
 
     /// Row `i`'s index in each group (the first group varies slowest).
@@ -123,16 +129,16 @@ pub fn weights(layout: &Layout) -> DeltaNetWeights {
     for h in 0..heads {
         let v = (2 * heads * dk + h * dv) * d;
         w_qkv[v + one] = B;
-        for j in 0..layout.limbs {
+        for (j, &c) in layout.value.iter().enumerate() {
             w_qkv[v + (1 + j) * d + one] = OFFSET;
-            w_qkv[v + (1 + j) * d + layout.value + j] = 1.0;
+            w_qkv[v + (1 + j) * d + c] += 1.0;
         }
     }
     // Head h's limb j: o_j − 32·o_0/B (powers of two: exact).
-    let mut w_out = vec![0.0; heads * layout.limbs * heads * dv];
-    for h in 0..heads {
-        for j in 0..layout.limbs {
-            let row = (h * layout.limbs + j) * heads * dv;
+    let mut w_out = vec![0.0; d * heads * dv];
+    for (h, &first) in layout.out.iter().enumerate() {
+        for j in 0..layout.limbs() {
+            let row = (first + j) * heads * dv;
             w_out[row + h * dv + 1 + j] = 1.0;
             w_out[row + h * dv] = -OFFSET / B;
         }
@@ -150,8 +156,8 @@ pub fn layer(layout: &Layout) -> DeltaNet {
 /// hold `[B, limbs + 32, 0…]` exactly).
 pub fn row_limbs(net: &DeltaNet, layout: &Layout, h: usize, i: usize) -> Option<Vec<u32>> {
     let row = net.row(h, i);
-    let limbs: Vec<f32> = row[1..=layout.limbs].iter().map(|&v| v - OFFSET).collect();
-    let clean = row[0] == B && row[1 + layout.limbs..].iter().all(|&v| v == 0.0);
+    let limbs: Vec<f32> = row[1..=layout.limbs()].iter().map(|&v| v - OFFSET).collect();
+    let clean = row[0] == B && row[1 + layout.limbs()..].iter().all(|&v| v == 0.0);
     (clean && limbs.iter().all(|&l| (0.0..256.0).contains(&l) && l.fract() == 0.0))
         .then(|| limbs.iter().map(|&l| l as u32).collect())
 }
@@ -171,12 +177,12 @@ mod tests {
         let group = threads + regs;
         Layout {
             groups: vec![threads, regs],
-            limbs: 4,
             d_model: 256,
             one: 0,
             write: vec![1, 1 + threads],
-            value: 1 + group,
+            value: (1 + group..5 + group).collect(),
             reads: (0..3).map(|h| vec![5 + group + h * group, 5 + group + h * group + threads]).collect(),
+            out: (0..3).map(|h| 5 + 4 * group + 4 * h).collect(),
         }
     }
 
@@ -189,8 +195,8 @@ mod tests {
             for ((&s, &a), _) in l.write.iter().zip(address).zip(&l.groups) {
                 x[s + a] = 1.0;
             }
-            for (j, v) in limbs.into_iter().enumerate() {
-                x[l.value + j] = v as f32;
+            for (&c, v) in l.value.iter().zip(limbs) {
+                x[c] = v as f32;
             }
         }
         for (starts, read) in l.reads.iter().zip(reads) {
@@ -239,7 +245,7 @@ mod tests {
             }
             for (h, read) in reads.iter().enumerate() {
                 let want = read.as_ref().and_then(|a| plain[l.row(a)]).unwrap_or([0; 4]);
-                let got = &y[h * 4..h * 4 + 4];
+                let got = &y[l.out[h]..l.out[h] + 4];
                 assert_eq!(got, want.map(|v| v as f32), "step {step}, head {h}: read {read:?}");
             }
             if step % 50 == 0 {

@@ -62,6 +62,8 @@ pub mod mlp;
 pub mod net;
 pub mod ptx;
 #[cfg(feature = "std")]
+pub mod register_file;
+#[cfg(feature = "std")]
 pub mod rom;
 #[cfg(feature = "std")]
 pub mod run;

@@ -43,9 +43,11 @@ pub mod text;
 pub use runner::Runner;
 
 use super::deltanet::DeltaNetWeights;
+use super::isa::MachineSpec;
 use super::limb_alu::{AluStack, Op};
 use super::limbs::{Layer, LIMBS, M};
 use super::machine_tokens::{Token, Vocab};
+use super::register_file::{RegisterFile, Shape};
 use super::slot_counter::Counter;
 use crate::qwen3::model::{Config, FloatModel};
 use alloc::boxed::Box;
@@ -68,6 +70,10 @@ pub enum SpliceError {
 /// Slots of a step's VAL tokens: the record is slot 0, and a block's worst case is 16 live-out
 /// words, 32 VAL tokens (`docs/qwengpu-second-machine.md` §1).
 pub const SLOTS: usize = 33;
+
+/// A tiny llama that can be spliced (for tests): hidden 400 = 20², so the stream of 1,600
+/// channels leaves the machine the 1,200 beside the text that it needs.
+pub const TINY_TEXT: Config = Config { hidden: 400, head_dim: 100, ..Config::TINY_FAMILY[1].1 };
 
 /// The text flag a text token's embedding writes, and the final norm's weight on it.
 pub const FLAG: f32 = 1.0 / (1u64 << 40) as f32;
@@ -92,6 +98,8 @@ pub struct Splice {
     pub slots: usize,
     /// The step's record (warp, block, mask) at every position of the step: 3 channels.
     pub step_record: usize,
+    /// The live-out table and the register rows (`register_file`).
+    pub registers: RegisterFile,
     /// The ALU's operands (limbs from these channels) and each operation's result.
     pub alu_a: usize,
     pub alu_b: usize,
@@ -190,9 +198,21 @@ impl Splice {
         let alu = AluStack::build();
         // The ALU's own stream: channel 0 its bias, then its channels; the vocabulary's after.
         let local_vocab = Vocab::at(alu.channels);
-        // After the vocabulary: the slot counter's count and its one-hot slots, then the flag.
+        // After the vocabulary: the slot counter's count, its one-hot slots and the step's
+        // record, the register file's channels, then the flag.
         let count = alu.channels + local_vocab.channels().len();
-        let need = count + 1 + SLOTS + 3 + 1;
+        let registers = |one: usize, v: &Vocab, count: usize, d_model| RegisterFile {
+            shape: Shape::of(&MachineSpec::default()),
+            d_model,
+            one,
+            kind: v.kind,
+            val: v.val.map(|f| f.channel),
+            record: count + 1 + SLOTS,
+            slot: count + 1,
+            first: count + 1 + SLOTS + 3,
+        };
+        let local_registers = registers(0, &local_vocab, count, width - h);
+        let need = local_registers.first + local_registers.len() + 1;
         if need > width - h {
             return Err(SpliceError::Narrow { need, hidden: h, have: width - h });
         }
@@ -207,13 +227,19 @@ impl Splice {
             let (slot, record) = (count + 1, count + 1 + SLOTS);
             Counter { d_model: width, one, kind: v.kind, count, slot, slots: SLOTS, record_in, record }
         };
-        // The decoder joins the ALU's first layer (the count is written before it).
+        // The decoders join the ALU's first layer (the count and the record are written before
+        // it); the register file's three layers follow it.
         let mut first = alu.layers.first().cloned().unwrap_or_default();
         first.units.extend(counter(0, &local_vocab, count).decode().units);
+        first.units.extend(local_registers.decode().units);
+        let rf = registers(h, &vocab, h + count, width);
         let mut layers = vec![Compiled::SwiGlu(feed.shifted(h))];
         layers.push(Compiled::DeltaNet(Box::new(counter(h, &vocab, h + count).weights())));
-        layers
-            .extend(core::iter::once(&first).chain(alu.layers.iter().skip(1)).map(|l| Compiled::SwiGlu(l.shifted(h))));
+        layers.push(Compiled::SwiGlu(first.shifted(h)));
+        layers.push(Compiled::DeltaNet(Box::new(rf.table())));
+        layers.push(Compiled::SwiGlu(rf.address()));
+        layers.push(Compiled::DeltaNet(Box::new(rf.file())));
+        layers.extend(alu.layers.iter().skip(1).map(|l| Compiled::SwiGlu(l.shifted(h))));
         let flag = width - 1;
         let tokens: Vec<Token> = (0..vocab.len()).filter_map(|id| vocab.token(id)).collect();
         let embed = tokens.iter().map(|&t| vocab.embedding(width, t)).collect();
@@ -238,6 +264,7 @@ impl Splice {
             slot: h + count + 1,
             slots: SLOTS,
             step_record: h + count + 1 + SLOTS,
+            registers: rf,
             alu_a,
             alu_b,
             alu_results,
@@ -330,6 +357,16 @@ impl Splice {
                 }
             }
         }
+        let r = &self.registers;
+        if r.d_model != w
+            || r.one != self.bias
+            || r.kind != self.vocab.kind
+            || r.val != self.vocab.val.map(|f| f.channel)
+        {
+            return bad(alloc::format!(
+                "the register file's channels do not match the stream and the vocabulary: {r:?}"
+            ));
+        }
         let rows = self.embed.iter().chain(&self.head).flatten();
         let units = self.layers.iter().filter_map(|l| match l {
             Compiled::SwiGlu(l) => Some(&l.units),
@@ -347,6 +384,9 @@ impl Splice {
             self.alu_b + LIMBS - 1,
             self.slot + self.slots - 1,
             self.step_record + 2,
+            self.registers.first + self.registers.len() - 1,
+            self.registers.record + 2,
+            self.registers.slot + self.registers.shape.slots,
         ]
         .into_iter()
         .chain(self.vocab.val.iter().chain(&self.vocab.record).map(|f| f.channel))

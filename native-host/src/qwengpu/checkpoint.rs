@@ -23,6 +23,7 @@ use kernels_wasm::qwen3::model::{Config, FloatLayer, FloatModel};
 use kernels_wasm::qwengpu::limb_alu::AluStack;
 use kernels_wasm::qwengpu::limbs::{Layer, Unit};
 use kernels_wasm::qwengpu::machine_tokens::{Field, Vocab};
+use kernels_wasm::qwengpu::register_file::RegisterFile;
 use kernels_wasm::qwengpu::splice::{Compiled, Splice, StreamNorms};
 use safetensors::tensor::{Dtype, TensorView};
 use safetensors::SafeTensors;
@@ -34,7 +35,8 @@ mod deltanet;
 use deltanet::{deltanet_matrices, deltanet_vectors, dense_entries, read_deltanet};
 
 pub const FORMAT: &str = "substrates-qwengpu-spliced";
-pub const VERSION: u32 = 1;
+/// 2: the register file's channels (`register_file`) and its three layers.
+pub const VERSION: u32 = 2;
 
 /// The text model: its shape, what it was read from, and whether its head is its embedding.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -100,6 +102,8 @@ pub struct CheckpointConfig {
     pub slot_channel: usize,
     pub slots: usize,
     pub step_record_channel: usize,
+    /// The live-out table's and the register rows' channels and sizes.
+    pub register_file: RegisterFile,
     pub alu_a: usize,
     pub alu_b: usize,
     /// Each ALU operation's result channel (limbs from there; a comparison one 0/1 channel).
@@ -227,6 +231,7 @@ pub fn write(
         slot_channel: splice.slot,
         slots: splice.slots,
         step_record_channel: splice.step_record,
+        register_file: splice.registers,
         alu_a: splice.alu_a,
         alu_b: splice.alu_b,
         alu_results: splice.alu_results.iter().map(|(op, c)| (format!("{op:?}"), *c)).collect(),
@@ -457,6 +462,7 @@ pub fn load(dir: &Path) -> Result<Loaded> {
             slot: file.slot_channel,
             slots: file.slots,
             step_record: file.step_record_channel,
+            registers: file.register_file,
             alu_a: file.alu_a,
             alu_b: file.alu_b,
             alu_results,

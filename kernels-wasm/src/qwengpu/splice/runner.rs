@@ -90,6 +90,11 @@ impl<'a> Runner<'a> {
         self.keys[0].len() / self.config.kv_rows()
     }
 
+    /// The recurrent state of compiled layer `i`, if it is a Gated DeltaNet.
+    pub fn deltanet(&self, i: usize) -> Option<&DeltaNet> {
+        self.states.get(i)?.as_ref().map(|(net, _)| net)
+    }
+
     /// Forgets every position.
     pub fn reset(&mut self) {
         self.keys.iter_mut().chain(&mut self.values).for_each(Vec::clear);

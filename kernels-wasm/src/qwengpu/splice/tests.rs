@@ -4,13 +4,17 @@ use crate::bitnet::model::sample::greedy as argmax;
 use crate::bitnet::random::Rng;
 use crate::qwen3::model::Model;
 use crate::qwen3::reference::Reference;
+use crate::qwengpu::deltanet::DeltaNet;
 use crate::qwengpu::limbs::{word, LIMBS};
+use crate::qwengpu::register_file::tests::{follow, Fed};
+use crate::qwengpu::register_file::RegisterFile;
+use crate::qwengpu::suite;
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
-/// The tiny llama (hidden 256 = 16², so it can be spliced), and its random weights.
+/// The tiny llama that can be spliced, and its random weights.
 fn llama() -> (Config, FloatModel) {
-    let c = Config::TINY_FAMILY[1].1;
+    let c = TINY_TEXT;
     (c, Model::random_float(c, 3))
 }
 
@@ -190,4 +194,50 @@ fn bad_splices_and_tokens_are_errors() {
     model.layers[1].down.pop();
     let e = Runner::plain(c, &model).err().unwrap();
     assert!(e.to_string().contains("ffn_down") || e.to_string().contains("down"), "{e}");
+}
+
+/// The spliced model fed machine tokens through its own embedding, as [`Fed`] needs.
+struct SplicedRun<'a> {
+    splice: &'a Splice,
+    runner: Runner<'a>,
+    /// The compiled layer that holds the register rows.
+    file: usize,
+}
+
+impl Fed for SplicedRun<'_> {
+    fn token(&mut self, t: Token, _: Option<[usize; 4]>, _: &mut Rng) -> Option<f32> {
+        self.runner.forward(self.splice.token_id(t)).unwrap();
+        None
+    }
+
+    fn text(&mut self, rng: &mut Rng) {
+        let before = self.runner.deltanet(self.file).map(|n| n.state.clone());
+        self.runner.forward((rng.next_u64() % self.splice.text.vocab as u64) as usize).unwrap();
+        assert!(self.runner.deltanet(self.file).map(|n| n.state.clone()) == before, "a text token wrote the file");
+    }
+
+    fn file(&self) -> (&RegisterFile, &DeltaNet) {
+        (&self.splice.registers, self.runner.deltanet(self.file).unwrap())
+    }
+}
+
+/// Inside the spliced model, a kernel's live-out table and steps, fed as tokens through the
+/// model's own embedding with text between them, leave in its register rows what the
+/// interpreter's registers hold whenever a step reads them (`register_file`'s check).
+#[test]
+fn the_spliced_model_holds_a_kernels_registers() {
+    let (c, model) = llama();
+    let splice = Splice::new(c).unwrap();
+    let dk = splice.registers.file_layout().d_k();
+    let file = splice.layers.iter().position(|l| matches!(l, Compiled::DeltaNet(w) if w.d_k == dk)).unwrap();
+    let mut rng = Rng::new(4);
+    let kernels = suite::kernels();
+    let names: &[&str] =
+        if cfg!(target_arch = "wasm32") { &["warp_broadcast"] } else { &["warp_broadcast", "is_prime"] };
+    for name in names {
+        let k = kernels.iter().find(|k| k.name == *name).unwrap();
+        let mut run = SplicedRun { splice: &splice, runner: Runner::spliced(c, &model, &splice).unwrap(), file };
+        let checked = follow(&mut run, k, true, &mut rng);
+        assert!(checked.wrong == 0 && checked.nonzero > 10, "{name}: {checked:?}");
+    }
 }

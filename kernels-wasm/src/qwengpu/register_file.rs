@@ -1,0 +1,294 @@
+//! The second machine's registers between tokens (issue #22, `docs/qwengpu-second-machine.md`
+//! §7): a VAL token's 16 bits land in the register row its place in the step names, in the rows
+//! of a Gated DeltaNet (`limb_memory`), with no host copying anything. Three layers after the
+//! slot counter (`slot_counter`, which gives every VAL token its slot and its step's record):
+//!
+//! 1. **Decode** (SwiGLU): the step's block and warp as one-hot groups, and two flags: *table*
+//!    (a VAL token under a record whose lane mask is 0, which no executed step has) and *exec*
+//!    (a VAL token under a record with lanes).
+//! 2. **The live-out table** (Gated DeltaNet, rows `block × slot`): which register, lane rank and
+//!    half slot `j` of block `b` carries. It is the program's, so the prompt writes it, as it
+//!    writes the ROM: for each block a table record `(warp 0, block b, mask 0)`, then one VAL
+//!    token per slot, `register | (2·rank + half) << 8`. A table VAL token writes the row
+//!    `(b, j)` with `[register, 2·rank + half, 1]` (the 1 says the row is set); an exec VAL
+//!    token reads the row `(b, j)` of its step. The order of the slots is the compiler's: lane
+//!    rank (the active lanes in order), then the block's live-out registers in order, then the
+//!    low half and the high half. So a step sends `2 · lanes · words` VAL tokens and the table
+//!    does not depend on the mask.
+//! 3. **Address** (SwiGLU): the register as a one-hot group, and `(lane, half)` from the mask and
+//!    the rank: one step unit per value of `c = 2·lanes·mask + 2·rank + half`, each sent to the
+//!    lane the rank names in that mask (the rank-th set bit), or nowhere when the mask has fewer
+//!    lanes.
+//! 4. **The register file** (Gated DeltaNet, rows `warp × (lane, half) × register`): an exec VAL
+//!    token writes its two limbs at that address, gated by the table row's "set" limb. A read
+//!    head returns a row for an address given in the stream (the operand fetch will give it).
+//!
+//! Every quantity a step unit reads is a small integer after the §2 norm, so each unit is exact
+//! (`limbs`); both memories are `limb_memory`'s exact rows. At a record position nothing is
+//! written (neither flag is set); at a text position every machine channel is 0, so no unit fires
+//! and no key is set.
+
+use super::carry::block_carry;
+use super::deltanet::{DeltaNet, DeltaNetWeights};
+use super::interp::StepRecord;
+use super::isa::{MachineSpec, Program};
+use super::limb_memory::{self, Layout};
+use super::limbs::Layer;
+use super::machine_tokens::Token;
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// The machine's sizes as the register file sees them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Shape {
+    pub warps: usize,
+    pub lanes: usize,
+    pub regs: usize,
+    pub blocks: usize,
+    /// VAL slots a step may fill: two per lane and live-out register, at most one register per
+    /// instruction.
+    pub slots: usize,
+}
+
+impl Shape {
+    pub fn of(spec: &MachineSpec) -> Shape {
+        let lanes = spec.lanes;
+        Shape {
+            warps: spec.max_threads / lanes,
+            lanes,
+            regs: spec.regs,
+            blocks: spec.rom_blocks,
+            slots: 2 * lanes * spec.block_len,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TableError {
+    #[error("the program has {blocks} ROM blocks; the record tokens name {max}")]
+    Blocks { blocks: usize, max: usize },
+    #[error("block {block} sends {words} live-out words a lane, {slots} VAL tokens a step; a step has {max} slots")]
+    Slots { block: usize, words: usize, slots: usize, max: usize },
+}
+
+/// Where the register file reads and writes. Inputs: the token's kind and VAL limbs (its
+/// embedding), the step's record (warp, block, mask) and the one-hot slots from the slot counter
+/// (slot 0 is the record, VAL slots from 1). Its own channels start at `first` ([`Self::len`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RegisterFile {
+    pub shape: Shape,
+    pub d_model: usize,
+    pub one: usize,
+    pub kind: usize,
+    pub val: [usize; 2],
+    pub record: usize,
+    pub slot: usize,
+    pub first: usize,
+}
+
+impl RegisterFile {
+    /// One-hot block, then one-hot warp.
+    fn block(&self) -> usize {
+        self.first
+    }
+    fn warp(&self) -> usize {
+        self.block() + self.shape.blocks
+    }
+    /// The table flag, then the exec flag.
+    fn table_flag(&self) -> usize {
+        self.warp() + self.shape.warps
+    }
+    fn exec_flag(&self) -> usize {
+        self.table_flag() + 1
+    }
+    /// The table row read: register, `2·rank + half`, set.
+    fn entry(&self) -> usize {
+        self.exec_flag() + 1
+    }
+    /// One-hot register, then one-hot `(lane, half)`.
+    fn reg(&self) -> usize {
+        self.entry() + 3
+    }
+    fn lane_half(&self) -> usize {
+        self.reg() + self.shape.regs
+    }
+
+    /// The read head's address: one-hot warp, `(lane, half)`, register, and a flag that must be
+    /// 1 for the read to hit.
+    pub fn probe(&self) -> [usize; 4] {
+        let warp = self.lane_half() + 2 * self.shape.lanes;
+        let lane_half = warp + self.shape.warps;
+        let reg = lane_half + 2 * self.shape.lanes;
+        [warp, lane_half, reg, reg + self.shape.regs]
+    }
+
+    /// Where the read head puts the row's two limbs.
+    pub fn read(&self) -> usize {
+        self.probe()[3] + 1
+    }
+
+    /// The channels from `first` on that this uses.
+    pub fn len(&self) -> usize {
+        self.read() + 2 - self.first
+    }
+
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// A channel relative to the bias, as `limbs::Layer` builds (channel 0 is the constant 1).
+    fn at(&self, c: usize) -> usize {
+        c - self.one
+    }
+
+    /// Layer 1: the step's block and warp one-hot, and the table and exec flags.
+    pub fn decode(&self) -> Layer {
+        let s = self.shape;
+        let mut l = Layer::default();
+        let [warp, block, mask] = [0, 1, 2].map(|i| self.at(self.record + i));
+        one_hot(&mut l, &[(block, 1.0)], &(0..s.blocks).map(|b| Some(self.at(self.block() + b))).collect::<Vec<_>>());
+        one_hot(&mut l, &[(warp, 1.0)], &(0..s.warps).map(|w| Some(self.at(self.warp() + w))).collect::<Vec<_>>());
+        let kind = self.at(self.kind);
+        // Table: [−kind − mask ≥ 0], a VAL token (kind 0) under a mask of 0. Exec:
+        // [mask − 2^lanes·kind ≥ 1], a VAL token under a mask with lanes.
+        l.step(&[(kind, -1.0), (mask, -1.0)], 0.0, &[(self.at(self.table_flag()), 1.0)]);
+        l.step(&[(mask, 1.0), (kind, -((1 << s.lanes) as f32))], 1.0, &[(self.at(self.exec_flag()), 1.0)]);
+        l.shifted(self.one)
+    }
+
+    /// The live-out table's layout: rows `block × VAL slot`, written at table tokens, read at
+    /// exec tokens.
+    pub fn table_layout(&self) -> Layout {
+        let s = self.shape;
+        Layout {
+            groups: vec![s.blocks, s.slots, 1],
+            d_model: self.d_model,
+            one: self.one,
+            write: vec![self.block(), self.slot + 1, self.table_flag()],
+            value: vec![self.val[0], self.val[1], self.one],
+            reads: vec![vec![self.block(), self.slot + 1, self.exec_flag()]],
+            out: vec![self.entry()],
+        }
+    }
+
+    /// Layer 2.
+    pub fn table(&self) -> DeltaNetWeights {
+        limb_memory::weights(&self.table_layout())
+    }
+
+    /// Layer 3: the register one-hot, and `(lane, half)` from the mask and the rank.
+    pub fn address(&self) -> Layer {
+        let s = self.shape;
+        let mut l = Layer::default();
+        let entry = self.at(self.entry());
+        one_hot(&mut l, &[(entry, 1.0)], &(0..s.regs).map(|r| Some(self.at(self.reg() + r))).collect::<Vec<_>>());
+        let per_mask = 2 * s.lanes;
+        let targets: Vec<Option<usize>> = (0..per_mask << s.lanes)
+            .map(|c| {
+                let (mask, rank, half) = (c / per_mask, c % per_mask / 2, c % 2);
+                let lane = (0..s.lanes).filter(|l| mask & 1 << l != 0).nth(rank)?;
+                Some(self.at(self.lane_half() + 2 * lane + half))
+            })
+            .collect();
+        let mask = self.at(self.record + 2);
+        one_hot(&mut l, &[(mask, per_mask as f32), (entry + 1, 1.0)], &targets);
+        l.shifted(self.one)
+    }
+
+    /// The register file's layout: rows `warp × (lane, half) × register`, written at exec tokens
+    /// whose table row is set, read at the probe's address.
+    pub fn file_layout(&self) -> Layout {
+        let s = self.shape;
+        Layout {
+            groups: vec![s.warps, 2 * s.lanes, s.regs, 1],
+            d_model: self.d_model,
+            one: self.one,
+            write: vec![self.warp(), self.lane_half(), self.reg(), self.entry() + 2],
+            value: self.val.to_vec(),
+            reads: vec![self.probe().to_vec()],
+            out: vec![self.read()],
+        }
+    }
+
+    /// Layer 4.
+    pub fn file(&self) -> DeltaNetWeights {
+        limb_memory::weights(&self.file_layout())
+    }
+
+    /// The register `reg` of `lane` in `warp` as the file's state holds it: 0 if never written,
+    /// `None` if a half's row is not an exact limb row.
+    pub fn value(&self, file: &DeltaNet, warp: usize, lane: usize, reg: usize) -> Option<u32> {
+        let layout = self.file_layout();
+        (0..2).try_fold(0u32, |word, half| {
+            let row = layout.row(&[warp, 2 * lane + half, reg, 0]);
+            if file.row(0, row).iter().all(|&v| v == 0.0) {
+                return Some(word);
+            }
+            let limbs = limb_memory::row_limbs(file, &layout, 0, row)?;
+            Some(word | (limbs[0] | limbs[1] << 8) << (16 * half))
+        })
+    }
+
+    /// The prompt's live-out table: per block with live-out registers, a table record and one VAL
+    /// token per slot.
+    pub fn table_tokens(&self, program: &Program) -> Result<Vec<Token>, TableError> {
+        let s = self.shape;
+        let blocks = program.blocks.len();
+        if blocks > s.blocks {
+            return Err(TableError::Blocks { blocks, max: s.blocks });
+        }
+        let mut tokens = Vec::new();
+        for (b, c) in block_carry(program).iter().enumerate() {
+            let regs = live_regs(c.live_out_writes);
+            let slots = 2 * s.lanes * regs.len();
+            if slots > s.slots {
+                return Err(TableError::Slots { block: b, words: regs.len(), slots, max: s.slots });
+            }
+            if regs.is_empty() {
+                continue;
+            }
+            tokens.push(Token::Record { warp: 0, block: b as u32, mask: 0 });
+            for rank in 0..s.lanes as u16 {
+                for &r in &regs {
+                    tokens.extend((0..2).map(|half| Token::Val(r as u16 | (2 * rank + half) << 8)));
+                }
+            }
+        }
+        Ok(tokens)
+    }
+
+    /// A step's tokens: its record, then for each active lane in order and each live-out
+    /// register, the low and the high half of the register's value after the step (`regs`: the
+    /// warp's registers, lane by lane).
+    pub fn step_tokens(step: &StepRecord, live_out: u32, regs: &[Vec<u32>]) -> Vec<Token> {
+        let mut tokens = vec![Token::Record { warp: step.warp as u32, block: step.block as u32, mask: step.mask }];
+        let active = regs.iter().enumerate().filter(|(l, _)| step.mask & 1 << l != 0);
+        for (_, values) in active {
+            for r in live_regs(live_out) {
+                tokens.extend([values[r] as u16, (values[r] >> 16) as u16].map(Token::Val));
+            }
+        }
+        tokens
+    }
+}
+
+/// The registers of a bit set, in order.
+fn live_regs(set: u32) -> Vec<usize> {
+    (0..32).filter(|r| set & 1 << r != 0).collect()
+}
+
+/// `targets[v]` gets 1 for the integer `v = Σ terms` in `0..targets.len()` (nothing where it is
+/// `None`): the step `[v ≥ t]` adds 1 to `targets[t]` and takes 1 from `targets[t − 1]`, so a
+/// target's sum telescopes to `[v ≥ t] − [v ≥ t + 1]`.
+fn one_hot(l: &mut Layer, terms: &[(usize, f32)], targets: &[Option<usize>]) {
+    for (t, &target) in targets.iter().enumerate() {
+        let below = t.checked_sub(1).and_then(|b| targets[b]);
+        let down: Vec<(usize, f32)> = target.map(|c| (c, 1.0)).into_iter().chain(below.map(|c| (c, -1.0))).collect();
+        if !down.is_empty() {
+            l.step(terms, t as f32, &down);
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

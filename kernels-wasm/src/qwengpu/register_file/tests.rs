@@ -1,0 +1,239 @@
+use super::*;
+use crate::bitnet::random::Rng;
+use crate::qwengpu::carry::uses_defs;
+use crate::qwengpu::interp::Machine;
+use crate::qwengpu::limbs::{norm_weights, rms_norm};
+use crate::qwengpu::machine_tokens::Vocab;
+use crate::qwengpu::slot_counter::Counter;
+use crate::qwengpu::suite;
+use alloc::format;
+use alloc::string::String;
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+/// The stream: bias 0, the vocabulary's fields 1–6, the counter 7–43, the register file from
+/// 44; a text position's own channels from [`TEXT`].
+const D: usize = 256;
+const TEXT: usize = 200;
+
+/// The machine's four layers after the embedding, run position by position.
+struct Stack {
+    vocab: Vocab,
+    rf: RegisterFile,
+    counter: DeltaNet,
+    decode: Layer,
+    table: DeltaNet,
+    address: Layer,
+    file: DeltaNet,
+    order: Vec<usize>,
+}
+
+impl Stack {
+    fn new(spec: &MachineSpec) -> Stack {
+        let vocab = Vocab::at(1);
+        let c = Counter { d_model: D, one: 0, kind: 1, count: 7, slot: 8, slots: 33, record_in: [4, 5, 6], record: 41 };
+        let rf = RegisterFile {
+            shape: Shape::of(spec),
+            d_model: D,
+            one: 0,
+            kind: 1,
+            val: [2, 3],
+            record: 41,
+            slot: 8,
+            first: 44,
+        };
+        assert!(rf.first + rf.len() <= TEXT, "{} channels", rf.len());
+        assert_eq!(rf.shape.slots + 1, c.slots);
+        let mut decode = c.decode();
+        decode.units.extend(rf.decode().units);
+        let (table, address, file) = (DeltaNet::new(rf.table()), rf.address(), DeltaNet::new(rf.file()));
+        Stack { vocab, rf, counter: c.layer(), decode, table, address, file, order: (0..D).rev().collect() }
+    }
+
+    /// One position: the token's embedding (or a text position's own channels) and a probe of
+    /// the register file at `(warp, lane, half, reg)`; returns the stream after the stack.
+    fn forward(&mut self, token: Option<Token>, probe: Option<[usize; 4]>, rng: &mut Rng) -> Vec<f32> {
+        let mut x = vec![0.0; D];
+        match token {
+            Some(t) => self.vocab.embedding(D, t).into_iter().for_each(|(c, v)| x[c] = v),
+            None => (TEXT..D).for_each(|c| x[c] = (rng.next_u64() % 2001) as f32 / 100.0 - 10.0),
+        }
+        if let Some([warp, lane, half, reg]) = probe {
+            let [w, lh, r, on] = self.rf.probe();
+            for c in [w + warp, lh + 2 * lane + half, r + reg, on] {
+                x[c] = 1.0;
+            }
+        }
+        let w = norm_weights(D);
+        let mix = |net: &mut DeltaNet, x: &mut Vec<f32>| {
+            let y = net.step(&rms_norm(x, &w, 1e-6, &self.order));
+            x.iter_mut().zip(y).for_each(|(x, y)| *x += y);
+        };
+        mix(&mut self.counter, &mut x);
+        self.decode.forward(&mut x, 1e-6, &self.order);
+        mix(&mut self.table, &mut x);
+        self.address.forward(&mut x, 1e-6, &self.order);
+        mix(&mut self.file, &mut x);
+        x
+    }
+
+    /// The probe's read: the two limbs as a 16-bit half.
+    fn read(&self, x: &[f32]) -> f32 {
+        x[self.rf.read()] + 256.0 * x[self.rf.read() + 1]
+    }
+}
+
+/// A model that takes machine tokens: the stack here, or a spliced text model (`splice`).
+pub(crate) trait Fed {
+    /// One machine position, with a probe of the register file at `(warp, lane, half, reg)`
+    /// where the model can take one; returns the probe's read (a 16-bit half).
+    fn token(&mut self, t: Token, probe: Option<[usize; 4]>, rng: &mut Rng) -> Option<f32>;
+    /// A text position; it must move no machine state.
+    fn text(&mut self, rng: &mut Rng);
+    /// The register file's layout and its state now.
+    fn file(&self) -> (&RegisterFile, &DeltaNet);
+}
+
+impl Fed for Stack {
+    fn token(&mut self, t: Token, probe: Option<[usize; 4]>, rng: &mut Rng) -> Option<f32> {
+        let x = self.forward(Some(t), probe, rng);
+        probe.map(|_| self.read(&x))
+    }
+
+    fn text(&mut self, rng: &mut Rng) {
+        let before = self.file.state.clone();
+        let x = self.forward(None, None, rng);
+        assert!(x[..TEXT].iter().all(|&v| v == 0.0), "a text position moved a machine channel");
+        assert!(self.file.state == before, "a text position wrote the file");
+    }
+
+    fn file(&self) -> (&RegisterFile, &DeltaNet) {
+        (&self.rf, &self.file)
+    }
+}
+
+/// What a run checked: register reads compared with the interpreter, how many of them were
+/// nonzero, and the first mismatch.
+#[derive(Default, Debug)]
+pub(crate) struct Checked {
+    pub reads: usize,
+    pub nonzero: usize,
+    pub wrong: usize,
+    pub first_wrong: Option<String>,
+}
+
+/// Runs `kernel` on the interpreter and feeds its steps to `model` as tokens (after the live-out
+/// table when `with_table`), text positions between them now and then. Before each step, every
+/// register the block reads (before writing it) in each active lane must be in the file as the
+/// interpreter holds it; at each record position the read head fetches one of them.
+pub(crate) fn follow(model: &mut impl Fed, kernel: &suite::SuiteKernel, with_table: bool, rng: &mut Rng) -> Checked {
+    let spec = MachineSpec::default();
+    let (k, _, mut m): (_, _, Machine) = kernel.machine(kernel.ptx, &spec).unwrap();
+    let (carry, uses) = (block_carry(&k.program), uses_defs(&k.program));
+    let feed = |model: &mut _, t: Token, probe, rng: &mut Rng| {
+        if rng.next_u64().is_multiple_of(11) {
+            Fed::text(model, rng);
+        }
+        Fed::token(model, t, probe, rng)
+    };
+    if with_table {
+        for t in model.file().0.table_tokens(&k.program).unwrap() {
+            feed(model, t, None, rng);
+        }
+    }
+    let mut checked = Checked::default();
+    while !m.finished() {
+        let wi = m.current;
+        let (pc, mask) = m.warps[wi].active();
+        let reads: Vec<(usize, usize, u32)> = (0..spec.lanes)
+            .filter(|l| mask & 1 << l != 0)
+            .flat_map(|l| live_regs(uses[pc].0).into_iter().map(move |r| (l, r)))
+            .map(|(l, r)| (l, r, m.warps[wi].regs[l][r]))
+            .collect();
+        for &(l, r, want) in &reads {
+            let (rf, file) = model.file();
+            let got = rf.value(file, wi, l, r);
+            checked.reads += 1;
+            checked.nonzero += usize::from(want != 0);
+            if got != Some(want) {
+                checked.wrong += 1;
+                let at = format!("step {}, warp {wi} block {pc} lane {l}: r{r} is {got:?}, not {want}", m.steps);
+                checked.first_wrong.get_or_insert(at);
+            }
+        }
+        let probe = (!reads.is_empty()).then(|| reads[(rng.next_u64() % reads.len() as u64) as usize]);
+        let step = m.step().unwrap().unwrap();
+        let tokens = RegisterFile::step_tokens(&step, carry[step.block].live_out_writes, &m.warps[step.warp].regs);
+        let half = (rng.next_u64() % 2) as usize;
+        let read = feed(model, tokens[0], probe.map(|(l, r, _)| [wi, l, half, r]), rng);
+        if let (Some((l, r, want)), Some(got), true) = (probe, read, with_table) {
+            assert_eq!(got, (want >> (16 * half) & 0xffff) as f32, "{}: read of warp {wi} lane {l} r{r}", kernel.name);
+        }
+        for &t in &tokens[1..] {
+            feed(model, t, None, rng);
+        }
+    }
+    checked
+}
+
+/// Every suite kernel's steps, fed as tokens after its live-out table: the register rows hold
+/// what the interpreter's registers hold whenever a step reads them (on wasm, a few kernels).
+#[test]
+fn the_register_rows_follow_the_interpreter_through_the_suite() {
+    let mut rng = Rng::new(22);
+    let kernels = suite::kernels();
+    let few = ["warp_broadcast", "gcd", "clamp3", "nested_loops"];
+    let (mut reads, mut nonzero, mut ran) = (0, 0, 0);
+    for k in kernels.iter().filter(|k| !cfg!(target_arch = "wasm32") || few.contains(&k.name)) {
+        let mut stack = Stack::new(&MachineSpec::default());
+        let c = follow(&mut stack, k, true, &mut rng);
+        assert_eq!(c.wrong, 0, "{}: {} of {} reads wrong, first {:?}", k.name, c.wrong, c.reads, c.first_wrong);
+        (reads, nonzero, ran) = (reads + c.reads, nonzero + c.nonzero, ran + 1);
+    }
+    assert!(ran >= few.len() && nonzero * 2 > reads, "{ran} kernels, {nonzero} of {reads} reads nonzero");
+}
+
+/// Without the table the VAL tokens go nowhere, and the reads come out wrong: the check above
+/// can fail.
+#[test]
+fn without_the_table_the_registers_are_not_written() {
+    let mut rng = Rng::new(5);
+    let k = suite::kernels().into_iter().find(|k| k.name == "gcd").unwrap();
+    let mut stack = Stack::new(&MachineSpec::default());
+    let c = follow(&mut stack, &k, false, &mut rng);
+    assert!(c.wrong * 2 > c.reads, "{c:?}");
+}
+
+/// The (mask, rank) → lane decode against the rank-th set bit, for every mask and rank.
+#[test]
+fn the_rank_names_the_active_lane() {
+    let stack = Stack::new(&MachineSpec::default());
+    let rf = stack.rf;
+    for mask in 0..16u32 {
+        for hi in 0..8u32 {
+            let mut x = vec![0.0; D];
+            x[0] = crate::qwengpu::limbs::bias(D);
+            (x[rf.record + 2], x[rf.entry() + 1]) = (mask as f32, hi as f32);
+            stack.address.forward(&mut x, 1e-6, &stack.order);
+            let got: Vec<f32> = x[rf.lane_half()..rf.lane_half() + 8].to_vec();
+            let lane = (0..4).filter(|l| mask & 1 << l != 0).nth(hi as usize / 2);
+            let want: Vec<f32> = (0..8).map(|i| f32::from(lane.map(|l| 2 * l + hi as usize % 2) == Some(i))).collect();
+            assert_eq!(got, want, "mask {mask:04b}, rank {}, half {}", hi / 2, hi % 2);
+        }
+    }
+}
+
+/// A program over the record tokens' blocks, or a block with more live-out words than a step has
+/// slots, is named.
+#[test]
+fn tables_that_do_not_fit_are_named() {
+    let k = suite::kernels().into_iter().find(|k| k.name == "gcd").unwrap();
+    let (kernel, _, _) = k.machine(k.ptx, &MachineSpec::default()).unwrap();
+    let rf = Stack::new(&MachineSpec::default()).rf;
+    let small = RegisterFile { shape: Shape { blocks: 3, ..rf.shape }, ..rf };
+    let e = small.table_tokens(&kernel.program).unwrap_err();
+    assert!(matches!(e, TableError::Blocks { max: 3, .. }), "{e}");
+    let narrow = RegisterFile { shape: Shape { slots: 7, ..rf.shape }, ..rf };
+    let e = narrow.table_tokens(&kernel.program).unwrap_err();
+    assert!(matches!(e, TableError::Slots { max: 7, .. }) && e.to_string().contains("slots"), "{e}");
+}
