@@ -40,34 +40,80 @@ fn rsqrt(x: f32) -> f32 {
     1.0 / x.sqrt()
 }
 
-/// A row-major matrix's nonzero entries, row by row: the machine's projections are a few
-/// entries a row over a stream thousands wide.
-#[derive(Debug, Clone, PartialEq)]
-struct Sparse {
-    /// Row `r`'s entries are `entries[starts[r]..starts[r + 1]]`, in column order.
-    starts: Vec<usize>,
-    entries: Vec<(u32, f32)>,
+/// A matrix as its nonzero entries, row by row in column order: the machine's projections are a
+/// few entries a row over a stream thousands wide, so dense they would be hundreds of megabytes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Matrix {
+    rows: usize,
+    cols: usize,
+    entries: Vec<Vec<(u32, f32)>>,
 }
 
-impl Sparse {
-    fn new(w: &[f32], cols: usize) -> Sparse {
-        let mut starts = vec![0];
-        let mut entries = Vec::new();
-        for row in w.chunks_exact(cols.max(1)) {
-            entries.extend(row.iter().enumerate().filter(|(_, &v)| v != 0.0).map(|(c, &v)| (c as u32, v)));
-            starts.push(entries.len());
-        }
-        Sparse { starts, entries }
+impl Matrix {
+    pub fn zeros(rows: usize, cols: usize) -> Matrix {
+        Matrix { rows, cols, entries: vec![Vec::new(); rows] }
     }
 
-    /// `y = W·x`, each row summed in column order. Bit-identical to summing every column: a
-    /// zero weight's product is ±0 (for finite `x`), which leaves a nonzero sum as it is and a
-    /// zero sum at +0 (the running sum starts at +0, and +0 + −0 is +0).
-    fn matvec(&self, x: &[f32]) -> Vec<f32> {
-        self.starts
-            .windows(2)
-            .map(|r| self.entries[r[0]..r[1]].iter().fold(0.0, |acc, &(c, v)| acc + v * x[c as usize]))
-            .collect()
+    /// From a row-major dense matrix of `cols` columns (a partial last row is dropped).
+    pub fn from_dense(w: &[f32], cols: usize) -> Matrix {
+        let mut m = Matrix::zeros(w.len() / cols.max(1), cols);
+        for (row, out) in w.chunks_exact(cols.max(1)).zip(&mut m.entries) {
+            out.extend(row.iter().enumerate().filter(|(_, &v)| v != 0.0).map(|(c, &v)| (c as u32, v)));
+        }
+        m
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Entries as a dense matrix would hold them.
+    pub fn dense_len(&self) -> usize {
+        self.rows * self.cols
+    }
+
+    pub fn nonzero(&self) -> usize {
+        self.entries.iter().map(Vec::len).sum()
+    }
+
+    pub fn get(&self, r: usize, c: usize) -> f32 {
+        let row = &self.entries[r];
+        row.binary_search_by_key(&(c as u32), |e| e.0).map_or(0.0, |i| row[i].1)
+    }
+
+    /// Sets entry `(r, c)` (a zero removes it). Panics outside the shape, like indexing.
+    pub fn set(&mut self, r: usize, c: usize, v: f32) {
+        assert!(c < self.cols, "column {c} of a matrix of {} columns", self.cols);
+        let row = &mut self.entries[r];
+        match (row.binary_search_by_key(&(c as u32), |e| e.0), v != 0.0) {
+            (Ok(i), true) => row[i].1 = v,
+            (Ok(i), false) => {
+                row.remove(i);
+            }
+            (Err(i), true) => row.insert(i, (c as u32, v)),
+            (Err(_), false) => {}
+        }
+    }
+
+    /// Row `r`'s nonzero entries, in column order.
+    pub fn row(&self, r: usize) -> &[(u32, f32)] {
+        &self.entries[r]
+    }
+
+    /// Every nonzero entry, `(row, column, value)`, row-major.
+    pub fn triplets(&self) -> impl Iterator<Item = (usize, usize, f32)> + '_ {
+        self.entries.iter().enumerate().flat_map(|(r, row)| row.iter().map(move |&(c, v)| (r, c as usize, v)))
+    }
+
+    /// `y = W·x`, each row summed in column order. Bit-identical to summing every column of the
+    /// dense matrix: a zero weight's product is ±0 (for finite `x`), which leaves a nonzero sum
+    /// as it is and a zero sum at +0 (the running sum starts at +0, and +0 + −0 is +0).
+    pub fn matvec(&self, x: &[f32]) -> Vec<f32> {
+        self.entries.iter().map(|row| row.iter().fold(0.0, |acc, &(c, v)| acc + v * x[c as usize])).collect()
     }
 }
 
@@ -79,12 +125,12 @@ pub struct DeltaNetWeights {
     pub d_k: usize,
     pub d_v: usize,
     /// `(heads·(2·d_k + d_v)) × d_model`: q of every head, then k, then v.
-    pub w_qkv: Vec<f32>,
+    pub w_qkv: Matrix,
     /// `(heads·d_v) × d_model`.
-    pub w_z: Vec<f32>,
+    pub w_z: Matrix,
     /// `heads × d_model` each.
-    pub w_b: Vec<f32>,
-    pub w_a: Vec<f32>,
+    pub w_b: Matrix,
+    pub w_a: Matrix,
     pub a_log: Vec<f32>,
     pub dt_bias: Vec<f32>,
     /// Depthwise convolution, `channels × CONV` (oldest tap first).
@@ -93,7 +139,7 @@ pub struct DeltaNetWeights {
     pub norm: Vec<f32>,
     pub eps: f32,
     /// `d_out × (heads·d_v)`.
-    pub w_out: Vec<f32>,
+    pub w_out: Matrix,
 }
 
 impl DeltaNetWeights {
@@ -101,12 +147,40 @@ impl DeltaNetWeights {
         self.heads * (2 * self.d_k + self.d_v)
     }
 
-    /// Parameters, as a model card counts them.
+    /// The projections' entries, as dense matrices.
+    pub fn matrix_parameters(&self) -> usize {
+        [&self.w_qkv, &self.w_z, &self.w_b, &self.w_a, &self.w_out].iter().map(|m| m.dense_len()).sum()
+    }
+
+    /// Parameters, as a model card counts them (the matrices dense).
     pub fn parameters(&self) -> usize {
-        [&self.w_qkv, &self.w_z, &self.w_b, &self.w_a, &self.a_log, &self.dt_bias, &self.conv, &self.norm, &self.w_out]
-            .iter()
-            .map(|v| v.len())
-            .sum()
+        let vectors = [&self.a_log, &self.dt_bias, &self.conv, &self.norm];
+        self.matrix_parameters() + vectors.iter().map(|v| v.len()).sum::<usize>()
+    }
+
+    /// Nonzero parameters.
+    pub fn nonzero(&self) -> usize {
+        let matrices = [&self.w_qkv, &self.w_z, &self.w_b, &self.w_a, &self.w_out];
+        let vectors = [&self.a_log, &self.dt_bias, &self.conv, &self.norm];
+        matrices.iter().map(|m| m.nonzero()).sum::<usize>()
+            + vectors.iter().flat_map(|v| v.iter()).filter(|&&v| v != 0.0).count()
+    }
+
+    /// That every tensor has the size the shape gives, over a stream of `d_model` channels (so a
+    /// step cannot index past one).
+    pub fn sizes_agree(&self) -> bool {
+        let (d, h, dv) = (self.d_model, self.heads, self.d_v);
+        let channels = self.channels();
+        let m = |m: &Matrix, rows, cols| m.rows() == rows && m.cols() == cols;
+        m(&self.w_qkv, channels, d)
+            && m(&self.w_z, h * dv, d)
+            && m(&self.w_b, h, d)
+            && m(&self.w_a, h, d)
+            && m(&self.w_out, d, h * dv)
+            && self.a_log.len() == h
+            && self.dt_bias.len() == h
+            && self.conv.len() == channels * CONV
+            && self.norm.len() == dv
     }
 }
 
@@ -117,23 +191,13 @@ pub struct DeltaNet {
     pub w: DeltaNetWeights,
     pub state: Vec<f32>,
     conv_history: Vec<Vec<f32>>,
-    /// `w`'s matrices as they were at [`DeltaNet::new`]: q|k|v, z, b, a, out.
-    sparse: [Sparse; 5],
 }
 
 impl DeltaNet {
     pub fn new(w: DeltaNetWeights) -> Self {
         let state = vec![0.0; w.heads * w.d_k * w.d_v];
         let conv_history = vec![vec![0.0; w.channels()]; CONV - 1];
-        let d = w.d_model;
-        let sparse = [
-            Sparse::new(&w.w_qkv, d),
-            Sparse::new(&w.w_z, d),
-            Sparse::new(&w.w_b, d),
-            Sparse::new(&w.w_a, d),
-            Sparse::new(&w.w_out, w.heads * w.d_v),
-        ];
-        DeltaNet { w, state, conv_history, sparse }
+        DeltaNet { w, state, conv_history }
     }
 
     /// Row `i` of head `h`'s state.
@@ -146,9 +210,8 @@ impl DeltaNet {
     pub fn step(&mut self, x: &[f32]) -> Vec<f32> {
         let w = &self.w;
         let (h_n, dk, dv) = (w.heads, w.d_k, w.d_v);
-        let [p_qkv, p_z, p_b, p_a, p_out] = &self.sparse;
         // Projections, then the causal depthwise convolution over the last CONV inputs + SiLU.
-        let qkv_in = p_qkv.matvec(x);
+        let qkv_in = w.w_qkv.matvec(x);
         let qkv: Vec<f32> = (0..qkv_in.len())
             .map(|c| {
                 let taps = &w.conv[c * CONV..(c + 1) * CONV];
@@ -158,9 +221,9 @@ impl DeltaNet {
             .collect();
         self.conv_history.remove(0);
         self.conv_history.push(qkv_in);
-        let z = p_z.matvec(x);
-        let b = p_b.matvec(x);
-        let a = p_a.matvec(x);
+        let z = w.w_z.matvec(x);
+        let b = w.w_b.matvec(x);
+        let a = w.w_a.matvec(x);
         let mut out = Vec::with_capacity(h_n * dv);
         for h in 0..h_n {
             let l2 = |v: &[f32]| {
@@ -190,6 +253,6 @@ impl DeltaNet {
             let n = rsqrt(o.iter().fold(0.0, |acc, x| acc + x * x) / dv as f32 + w.eps);
             out.extend((0..dv).map(|j| o[j] * n * w.norm[j] * silu(z[h * dv + j])));
         }
-        p_out.matvec(&out)
+        w.w_out.matvec(&out)
     }
 }

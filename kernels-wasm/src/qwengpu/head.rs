@@ -3,7 +3,7 @@
 //! (`memory` gives the argument).
 
 use super::alu::A;
-use super::deltanet::{DeltaNet, CONV};
+use super::deltanet::{DeltaNet, Matrix, CONV};
 use super::memory::M;
 use super::net::{silu, Place, State, Stream, StreamError};
 use alloc::vec;
@@ -223,14 +223,14 @@ impl MemLayer {
     /// The same head as a dense `DeltaNet` (for tests on small streams).
     pub fn dense(&self, s: &Stream) -> DeltaNet {
         let (d, dk, dv) = (s.d, self.d_k, self.d_v);
-        let mut w_qkv = vec![0.0; (2 * dk + dv) * d];
+        let mut w_qkv = Matrix::zeros(2 * dk + dv, d);
         let mut place = |cols: &Columns, first: usize| {
             for (g, chans) in cols {
                 for (c, col) in chans.iter().enumerate() {
                     for &(i, _) in col {
-                        let row = (first + i as usize) * d;
-                        w_qkv[row + s.groups[*g].1 + c] = M / 2.0;
-                        w_qkv[row + Stream::ONE] = M / 2.0;
+                        let row = first + i as usize;
+                        w_qkv.set(row, s.groups[*g].1 + c, M / 2.0);
+                        w_qkv.set(row, Stream::ONE, M / 2.0);
                     }
                 }
             }
@@ -238,9 +238,9 @@ impl MemLayer {
         place(&self.query, 0);
         place(&self.key, dk);
         place(&self.value, 2 * dk);
-        let mut w_out = vec![0.0; d * dv];
+        let mut w_out = Matrix::zeros(d, dv);
         for (j, c) in self.out.iter().enumerate() {
-            w_out[c.ch as usize * dv + j] = 2.0 * A;
+            w_out.set(c.ch as usize, j, 2.0 * A);
         }
         let mut net =
             DeltaNet::new(super::memory::exact_weights_sized(d, Stream::ONE, (1, dk, dv), self.norm, w_qkv, w_out));

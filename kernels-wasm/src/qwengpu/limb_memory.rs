@@ -29,7 +29,7 @@
 //! A layer has one head per read a position makes; every head is written alike, so each holds
 //! the whole file.
 
-use super::deltanet::{DeltaNet, DeltaNetWeights};
+use super::deltanet::{DeltaNet, DeltaNetWeights, Matrix};
 use super::memory::exact_weights_sized;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -110,14 +110,14 @@ pub fn weights(layout: &Layout) -> DeltaNetWeights {
     let (d, one, heads) = (layout.d_model, layout.one, layout.reads.len());
     let (dk, dv, g) = (layout.d_k(), layout.d_v(), layout.groups.len() as f32);
     let channels = heads * (2 * dk + dv);
-    let mut w_qkv = vec![0.0; channels * d];
+    let mut w_qkv = Matrix::zeros(channels, d);
     // Key or query row `i` (`row` of the projection) from address groups starting at `starts`.
     let mut and = |row: usize, starts: &[usize], i: usize| {
         if i < layout.rows() {
             for (&s, digit) in starts.iter().zip(layout.digits(i)) {
-                w_qkv[row * d + s + digit] = M;
+                w_qkv.set(row, s + digit, M);
             }
-            w_qkv[row * d + one] = -(g - 1.0) * M;
+            w_qkv.set(row, one, -(g - 1.0) * M);
         }
     };
     for (h, read) in layout.reads.iter().enumerate() {
@@ -127,20 +127,19 @@ pub fn weights(layout: &Layout) -> DeltaNetWeights {
         }
     }
     for h in 0..heads {
-        let v = (2 * heads * dk + h * dv) * d;
-        w_qkv[v + one] = B;
+        let v = 2 * heads * dk + h * dv;
+        w_qkv.set(v, one, B);
         for (j, &c) in layout.value.iter().enumerate() {
-            w_qkv[v + (1 + j) * d + one] = OFFSET;
-            w_qkv[v + (1 + j) * d + c] += 1.0;
+            w_qkv.set(v + 1 + j, one, OFFSET);
+            w_qkv.set(v + 1 + j, c, w_qkv.get(v + 1 + j, c) + 1.0);
         }
     }
     // Head h's limb j: o_j − 32·o_0/B (powers of two: exact).
-    let mut w_out = vec![0.0; d * heads * dv];
+    let mut w_out = Matrix::zeros(d, heads * dv);
     for (h, &first) in layout.out.iter().enumerate() {
         for j in 0..layout.limbs() {
-            let row = (first + j) * heads * dv;
-            w_out[row + h * dv + 1 + j] = 1.0;
-            w_out[row + h * dv] = -OFFSET / B;
+            w_out.set(first + j, h * dv + 1 + j, 1.0);
+            w_out.set(first + j, h * dv, -OFFSET / B);
         }
     }
     let norm = B / (OFFSET * (dv as f32).sqrt());

@@ -20,7 +20,7 @@
 //!   `silu(z) = silu(32) = 32` bring each hot entry to exactly 1. An unwritten row reads as 0.
 //! - `out_proj` sums `digit · 16^k` into the word's low and high halves (each < 2^16).
 
-use super::deltanet::{DeltaNet, DeltaNetWeights, CONV};
+use super::deltanet::{DeltaNet, DeltaNetWeights, Matrix, CONV};
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -66,7 +66,7 @@ pub fn decode_row(row: &[f32], hot: f32) -> Option<u32> {
 /// normalised to 1): the given q|k|v and output projections, and everything else set as the
 /// encoding above needs — identity convolution taps, `silu(z) = 32`, `β = 1`, `α = 1`, RMSNormGated
 /// scale 1/128.
-pub fn exact_weights(d_model: usize, one: usize, w_qkv: Vec<f32>, w_out: Vec<f32>) -> DeltaNetWeights {
+pub fn exact_weights(d_model: usize, one: usize, w_qkv: Matrix, w_out: Matrix) -> DeltaNetWeights {
     exact_weights_sized(d_model, one, (1, ROWS, WORD), 1.0 / 128.0, w_qkv, w_out)
 }
 
@@ -77,21 +77,21 @@ pub fn exact_weights_sized(
     one: usize,
     (heads, dk, dv): (usize, usize, usize),
     norm: f32,
-    w_qkv: Vec<f32>,
-    w_out: Vec<f32>,
+    w_qkv: Matrix,
+    w_out: Matrix,
 ) -> DeltaNetWeights {
     let channels = heads * (2 * dk + dv);
     let mut conv = vec![0.0; channels * CONV];
     for c in 0..channels {
         conv[c * CONV + CONV - 1] = 1.0;
     }
-    let mut w_z = vec![0.0; heads * dv * d_model];
+    let mut w_z = Matrix::zeros(heads * dv, d_model);
     for j in 0..heads * dv {
-        w_z[j * d_model + one] = 32.0;
+        w_z.set(j, one, 32.0);
     }
-    let mut w_b = vec![0.0; heads * d_model];
+    let mut w_b = Matrix::zeros(heads, d_model);
     for h in 0..heads {
-        w_b[h * d_model + one] = 32.0;
+        w_b.set(h, one, 32.0);
     }
     DeltaNetWeights {
         d_model,
@@ -101,7 +101,7 @@ pub fn exact_weights_sized(
         w_qkv,
         w_z,
         w_b,
-        w_a: vec![0.0; heads * d_model],
+        w_a: Matrix::zeros(heads, d_model),
         a_log: vec![-1000.0; heads],
         dt_bias: vec![0.0; heads],
         conv,
@@ -114,19 +114,19 @@ pub fn exact_weights_sized(
 /// The memory layer's weights.
 pub fn weights() -> DeltaNetWeights {
     let (dk, dv) = (ROWS, WORD);
-    let mut w_qkv = vec![0.0; (2 * dk + dv) * D_MODEL];
+    let mut w_qkv = Matrix::zeros(2 * dk + dv, D_MODEL);
     for i in 0..dk {
-        w_qkv[i * D_MODEL + READ + i] = M; // q
-        w_qkv[(dk + i) * D_MODEL + WRITE + i] = M; // k
+        w_qkv.set(i, READ + i, M); // q
+        w_qkv.set(dk + i, WRITE + i, M); // k
     }
     for j in 0..dv {
-        w_qkv[(2 * dk + j) * D_MODEL + VALUE + j] = M; // v
+        w_qkv.set(2 * dk + j, VALUE + j, M); // v
     }
     // The word's halves: Σ digit · 16^k over nibbles 0–3 and 4–7.
-    let mut w_out = vec![0.0; 2 * dv];
+    let mut w_out = Matrix::zeros(2, dv);
     for k in 0..8 {
         for d in 0..16 {
-            w_out[(k / 4) * dv + 16 * k + d] = (d as f32) * 16f32.powi((k % 4) as i32);
+            w_out.set(k / 4, 16 * k + d, (d as f32) * 16f32.powi((k % 4) as i32));
         }
     }
     exact_weights(D_MODEL, ONE, w_qkv, w_out)

@@ -26,7 +26,7 @@
 //! arguments, `257u + 129` and `257u + 128`, lie in the same binade above 128, so they round alike
 //! and differ by exactly 1. Slot `s` is `[j > s − 1] − [j > s]`, with `[j > −1]` the constant 1.
 
-use super::deltanet::{DeltaNet, DeltaNetWeights};
+use super::deltanet::{DeltaNet, DeltaNetWeights, Matrix};
 use super::limbs::Layer;
 use super::memory::exact_weights_sized;
 use alloc::vec;
@@ -58,38 +58,37 @@ impl Counter {
     /// the scales are exact), both keyed on row 0.
     pub fn weights(&self) -> DeltaNetWeights {
         let (d, heads, dk, dv) = (self.d_model, 2, 4, 4);
-        let mut w_qkv = vec![0.0; heads * (2 * dk + dv) * d];
-        let value = |h: usize, j: usize| (2 * heads * dk + h * dv + j) * d;
+        let mut w_qkv = Matrix::zeros(heads * (2 * dk + dv), d);
+        let value = |h: usize, j: usize| 2 * heads * dk + h * dv + j;
         for h in 0..heads {
             // Query and key row 0, and the value's constant entry 0.
-            w_qkv[h * dk * d + self.one] = KEY;
-            w_qkv[(heads + h) * dk * d + self.one] = KEY;
-            w_qkv[value(h, 0) + self.one] = B;
+            w_qkv.set(h * dk, self.one, KEY);
+            w_qkv.set((heads + h) * dk, self.one, KEY);
+            w_qkv.set(value(h, 0), self.one, B);
         }
         // The count: 32 at a record, 0 at a VAL token.
-        w_qkv[value(0, 1) + self.kind] = 32.0;
+        w_qkv.set(value(0, 1), self.kind, 32.0);
         for (j, &field) in self.record_in.iter().enumerate() {
-            w_qkv[value(1, 1 + j) + self.one] = 32.0;
-            w_qkv[value(1, 1 + j) + field] = 1.0;
+            w_qkv.set(value(1, 1 + j), self.one, 32.0);
+            w_qkv.set(value(1, 1 + j), field, 1.0);
         }
         // An output entry is the row's entry over 2 (the query is 1/2 after its 1/√d_k), over
         // the root B/4, times the norm weight 2^13 and silu(z) = 32: 16 · 2^−j becomes 2^−j, and
         // 32 + f becomes (32 + f)/32, whose offset the constant entry (2^19 out) takes off.
         let cols = heads * dv;
-        let mut w_out = vec![0.0; d * cols];
-        w_out[self.count * cols + 1] = 1.0;
+        let mut w_out = Matrix::zeros(d, cols);
+        w_out.set(self.count, 1, 1.0);
         for j in 0..3 {
-            let row = (self.record + j) * cols;
-            w_out[row + dv + 1 + j] = 32.0;
-            w_out[row + dv] = -32.0 / 524_288.0;
+            w_out.set(self.record + j, dv + 1 + j, 32.0);
+            w_out.set(self.record + j, dv, -32.0 / 524_288.0);
         }
         let mut w = exact_weights_sized(d, self.one, (heads, dk, dv), 8192.0, w_qkv, w_out);
         // β: head 0 sigmoid(32 · kind), 1 at a record and exactly 1/2 at a VAL token; head 1
         // sigmoid(160 · kind − 128), 1 at a record and exactly 0 at a VAL token.
-        w.w_b = vec![0.0; heads * d];
-        w.w_b[self.kind] = 32.0;
-        w.w_b[d + self.kind] = 160.0;
-        w.w_b[d + self.one] = -128.0;
+        w.w_b = Matrix::zeros(heads, d);
+        w.w_b.set(0, self.kind, 32.0);
+        w.w_b.set(1, self.kind, 160.0);
+        w.w_b.set(1, self.one, -128.0);
         w
     }
 
@@ -228,7 +227,7 @@ mod tests {
     fn an_inexact_half_breaks_the_count() {
         let c = counter();
         let mut w = c.weights();
-        w.w_b[c.one] = 0.001;
+        w.w_b.set(0, c.one, 0.001);
         let mut net = DeltaNet::new(w);
         let order: Vec<usize> = (0..D).collect();
         let mut rng = Rng::new(1);

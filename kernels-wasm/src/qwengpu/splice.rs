@@ -122,10 +122,7 @@ impl Compiled {
     pub fn size(&self) -> (usize, usize) {
         match self {
             Compiled::SwiGlu(l) => l.size(),
-            Compiled::DeltaNet(w) => {
-                let all = [&w.w_qkv, &w.w_z, &w.w_b, &w.w_a, &w.conv, &w.norm, &w.w_out];
-                (w.heads * w.d_v, all.iter().flat_map(|m| m.iter()).filter(|&&v| v != 0.0).count())
-            }
+            Compiled::DeltaNet(w) => (w.heads * w.d_v, w.nonzero()),
         }
     }
 }
@@ -303,7 +300,7 @@ impl Splice {
                 }
                 Compiled::DeltaNet(w) => {
                     deltanet_layers += 1;
-                    dense += w.w_qkv.len() + w.w_z.len() + w.w_b.len() + w.w_a.len() + w.w_out.len();
+                    dense += w.matrix_parameters();
                     state += w.heads * w.d_k * w.d_v;
                 }
             }
@@ -350,7 +347,7 @@ impl Splice {
         }
         for (i, l) in self.layers.iter().enumerate() {
             if let Compiled::DeltaNet(d) = l {
-                if d.d_model != w || !deltanet_sizes_agree(d) {
+                if d.d_model != w || !d.sizes_agree() {
                     return bad(alloc::format!(
                         "compiled layer {i}: a DeltaNet whose tensors do not fit a stream of {w}"
                     ));
@@ -424,25 +421,6 @@ impl Splice {
         }
         out
     }
-}
-
-/// That a DeltaNet's tensors have the lengths its shape gives (so a step cannot index past them).
-fn deltanet_sizes_agree(w: &DeltaNetWeights) -> bool {
-    let (d, h, dv) = (w.d_model, w.heads, w.d_v);
-    let channels = w.channels();
-    [
-        (w.w_qkv.len(), channels * d),
-        (w.w_z.len(), h * dv * d),
-        (w.w_b.len(), h * d),
-        (w.w_a.len(), h * d),
-        (w.a_log.len(), h),
-        (w.dt_bias.len(), h),
-        (w.conv.len(), channels * super::deltanet::CONV),
-        (w.norm.len(), dv),
-        (w.w_out.len(), d * h * dv),
-    ]
-    .iter()
-    .all(|(got, want)| got == want)
 }
 
 #[cfg(test)]

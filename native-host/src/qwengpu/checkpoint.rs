@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 
 mod deltanet;
 
-use deltanet::{deltanet_matrices, deltanet_vectors, dense_entries, read_deltanet};
+use deltanet::{deltanet_matrices, deltanet_vectors, read_deltanet};
 
 pub const FORMAT: &str = "substrates-qwengpu-spliced";
 /// 2: the register file's channels (`register_file`) and its three layers.
@@ -263,8 +263,8 @@ pub fn write(
                 }
             }
             Compiled::DeltaNet(d) => {
-                for (part, m, cols) in deltanet_matrices(d) {
-                    t.extend(sparse(&format!("machine.{i}.{part}"), &dense_entries(m, cols))?);
+                for (part, m) in deltanet_matrices(d) {
+                    t.extend(sparse(&format!("machine.{i}.{part}"), &m.triplets().collect::<Vec<_>>())?);
                 }
                 for (part, v, shape) in deltanet_vectors(d) {
                     t.push(f32s(format!("machine.{i}.{part}"), shape, v));

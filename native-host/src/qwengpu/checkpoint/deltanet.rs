@@ -3,12 +3,11 @@
 
 use super::{DeltaNetShape, Tensors};
 use anyhow::{ensure, Result};
-use kernels_wasm::qwengpu::deltanet::{DeltaNetWeights, CONV};
+use kernels_wasm::qwengpu::deltanet::{DeltaNetWeights, Matrix, CONV};
 
-/// A Gated DeltaNet's matrices (name, row-major values, columns): stored sparse.
-pub(super) fn deltanet_matrices(d: &DeltaNetWeights) -> [(&'static str, &[f32], usize); 5] {
-    let (m, hv) = (d.d_model, d.heads * d.d_v);
-    [("w_qkv", &d.w_qkv, m), ("w_z", &d.w_z, m), ("w_b", &d.w_b, m), ("w_a", &d.w_a, m), ("w_out", &d.w_out, hv)]
+/// A Gated DeltaNet's matrices by name: stored sparse.
+pub(super) fn deltanet_matrices(d: &DeltaNetWeights) -> [(&'static str, &Matrix); 5] {
+    [("w_qkv", &d.w_qkv), ("w_z", &d.w_z), ("w_b", &d.w_b), ("w_a", &d.w_a), ("w_out", &d.w_out)]
 }
 
 /// Its small tensors (name, values, shape): stored dense.
@@ -21,12 +20,7 @@ pub(super) fn deltanet_vectors(d: &DeltaNetWeights) -> [(&'static str, &[f32], V
     ]
 }
 
-/// A dense row-major matrix's nonzero entries.
-pub(super) fn dense_entries(m: &[f32], cols: usize) -> Vec<(usize, usize, f32)> {
-    m.iter().enumerate().filter(|(_, &v)| v != 0.0).map(|(i, &v)| (i / cols, i % cols, v)).collect()
-}
-
-/// A Gated DeltaNet read back: each matrix densified from its entries, the vectors as they are.
+/// A Gated DeltaNet read back: each matrix from its entries, the vectors as they are.
 pub(super) fn read_deltanet(t: &Tensors, i: usize, w: usize, s: DeltaNetShape) -> Result<DeltaNetWeights> {
     ensure!(
         s.heads >= 1 && s.heads <= 64 && s.d_k <= 4096 && s.d_v <= 4096,
@@ -40,24 +34,24 @@ pub(super) fn read_deltanet(t: &Tensors, i: usize, w: usize, s: DeltaNetShape) -
         heads: s.heads,
         d_k: s.d_k,
         d_v: s.d_v,
-        w_qkv: Vec::new(),
-        w_z: Vec::new(),
-        w_b: Vec::new(),
-        w_a: Vec::new(),
+        w_qkv: Matrix::default(),
+        w_z: Matrix::default(),
+        w_b: Matrix::default(),
+        w_a: Matrix::default(),
         a_log: Vec::new(),
         dt_bias: Vec::new(),
         conv: Vec::new(),
         norm: Vec::new(),
         eps: s.eps,
-        w_out: Vec::new(),
+        w_out: Matrix::default(),
     };
     let (channels, hv) = (d.channels(), s.heads * s.d_v);
     for (part, rows, cols) in
         [("w_qkv", channels, w), ("w_z", hv, w), ("w_b", s.heads, w), ("w_a", s.heads, w), ("w_out", w, hv)]
     {
-        let mut m = vec![0.0; rows * cols];
+        let mut m = Matrix::zeros(rows, cols);
         for (r, c, v) in t.sparse(&format!("machine.{i}.{part}"), [rows, cols])? {
-            m[r * cols + c] = v;
+            m.set(r, c, v);
         }
         match part {
             "w_qkv" => d.w_qkv = m,
