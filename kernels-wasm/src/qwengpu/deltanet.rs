@@ -23,8 +23,17 @@ fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + (-x).exp())
 }
 
+/// `x · sigmoid(x)`, without the exponential where its value is known: ±0 at ±0 (`0.5 · ±0`),
+/// `x` from 32 on (`exp(−32)` is below half an ulp of 1), −0 from −89 down (`exp(89)` overflows
+/// f32, so the sigmoid is `1/∞`). Most of a machine layer's channels are one of those.
 fn silu(x: f32) -> f32 {
-    x * sigmoid(x)
+    if x == 0.0 || x >= 32.0 {
+        x
+    } else if x <= -89.0 {
+        -0.0
+    } else {
+        x * sigmoid(x)
+    }
 }
 
 /// PyTorch's softplus (threshold 20: above it, x itself).
@@ -40,25 +49,29 @@ fn rsqrt(x: f32) -> f32 {
     1.0 / x.sqrt()
 }
 
-/// A matrix as its nonzero entries, row by row in column order: the machine's projections are a
-/// few entries a row over a stream thousands wide, so dense they would be hundreds of megabytes.
+/// A matrix as its nonzero entries, column by column in row order: the machine's projections
+/// are a few entries a row over a stream thousands wide (dense they would be hundreds of
+/// megabytes), and at a position most of the stream's channels are 0, so a product visits only
+/// the columns of the channels that are not.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Matrix {
     rows: usize,
     cols: usize,
-    entries: Vec<Vec<(u32, f32)>>,
+    columns: Vec<Vec<(u32, f32)>>,
 }
 
 impl Matrix {
     pub fn zeros(rows: usize, cols: usize) -> Matrix {
-        Matrix { rows, cols, entries: vec![Vec::new(); rows] }
+        Matrix { rows, cols, columns: vec![Vec::new(); cols] }
     }
 
     /// From a row-major dense matrix of `cols` columns (a partial last row is dropped).
     pub fn from_dense(w: &[f32], cols: usize) -> Matrix {
         let mut m = Matrix::zeros(w.len() / cols.max(1), cols);
-        for (row, out) in w.chunks_exact(cols.max(1)).zip(&mut m.entries) {
-            out.extend(row.iter().enumerate().filter(|(_, &v)| v != 0.0).map(|(c, &v)| (c as u32, v)));
+        for (r, row) in w.chunks_exact(cols.max(1)).enumerate() {
+            for (c, &v) in row.iter().enumerate().filter(|(_, &v)| v != 0.0) {
+                m.columns[c].push((r as u32, v));
+            }
         }
         m
     }
@@ -77,43 +90,54 @@ impl Matrix {
     }
 
     pub fn nonzero(&self) -> usize {
-        self.entries.iter().map(Vec::len).sum()
+        self.columns.iter().map(Vec::len).sum()
     }
 
     pub fn get(&self, r: usize, c: usize) -> f32 {
-        let row = &self.entries[r];
-        row.binary_search_by_key(&(c as u32), |e| e.0).map_or(0.0, |i| row[i].1)
+        let col = &self.columns[c];
+        col.binary_search_by_key(&(r as u32), |e| e.0).map_or(0.0, |i| col[i].1)
     }
 
     /// Sets entry `(r, c)` (a zero removes it). Panics outside the shape, like indexing.
     pub fn set(&mut self, r: usize, c: usize, v: f32) {
-        assert!(c < self.cols, "column {c} of a matrix of {} columns", self.cols);
-        let row = &mut self.entries[r];
-        match (row.binary_search_by_key(&(c as u32), |e| e.0), v != 0.0) {
-            (Ok(i), true) => row[i].1 = v,
+        assert!(r < self.rows, "row {r} of a matrix of {} rows", self.rows);
+        let col = &mut self.columns[c];
+        match (col.binary_search_by_key(&(r as u32), |e| e.0), v != 0.0) {
+            (Ok(i), true) => col[i].1 = v,
             (Ok(i), false) => {
-                row.remove(i);
+                col.remove(i);
             }
-            (Err(i), true) => row.insert(i, (c as u32, v)),
+            (Err(i), true) => col.insert(i, (r as u32, v)),
             (Err(_), false) => {}
         }
     }
 
-    /// Row `r`'s nonzero entries, in column order.
-    pub fn row(&self, r: usize) -> &[(u32, f32)] {
-        &self.entries[r]
+    /// The rows with a nonzero entry, in order.
+    pub fn nonzero_rows(&self) -> Vec<usize> {
+        let mut rows: Vec<usize> = self.columns.iter().flatten().map(|&(r, _)| r as usize).collect();
+        rows.sort_unstable();
+        rows.dedup();
+        rows
     }
 
-    /// Every nonzero entry, `(row, column, value)`, row-major.
+    /// Every nonzero entry, `(row, column, value)`, column by column.
     pub fn triplets(&self) -> impl Iterator<Item = (usize, usize, f32)> + '_ {
-        self.entries.iter().enumerate().flat_map(|(r, row)| row.iter().map(move |&(c, v)| (r, c as usize, v)))
+        self.columns.iter().enumerate().flat_map(|(c, col)| col.iter().map(move |&(r, v)| (r as usize, c, v)))
     }
 
-    /// `y = W·x`, each row summed in column order. Bit-identical to summing every column of the
-    /// dense matrix: a zero weight's product is ±0 (for finite `x`), which leaves a nonzero sum
-    /// as it is and a zero sum at +0 (the running sum starts at +0, and +0 + −0 is +0).
+    /// `y = W·x`, each row's products summed in column order. Bit-identical to the dense sum over
+    /// every column: a skipped product (a zero weight, or a zero `x_c`) is ±0 for finite `x`, and
+    /// a sum that starts at +0 is never −0 (+0 + −0 is +0), so ±0 leaves it as it is.
     pub fn matvec(&self, x: &[f32]) -> Vec<f32> {
-        self.entries.iter().map(|row| row.iter().fold(0.0, |acc, &(c, v)| acc + v * x[c as usize])).collect()
+        let mut y = vec![0.0f32; self.rows];
+        for (col, &xc) in self.columns.iter().zip(x) {
+            if xc != 0.0 {
+                for &(r, w) in col {
+                    y[r as usize] += w * xc;
+                }
+            }
+        }
+        y
     }
 }
 
@@ -212,11 +236,21 @@ impl DeltaNet {
         let (h_n, dk, dv) = (w.heads, w.d_k, w.d_v);
         // Projections, then the causal depthwise convolution over the last CONV inputs + SiLU.
         let qkv_in = w.w_qkv.matvec(x);
-        let qkv: Vec<f32> = (0..qkv_in.len())
-            .map(|c| {
-                let taps = &w.conv[c * CONV..(c + 1) * CONV];
-                let past = (0..CONV - 1).fold(0.0, |acc, j| acc + taps[j] * self.conv_history[j][c]);
-                silu(past + taps[CONV - 1] * qkv_in[c])
+        let history = &self.conv_history;
+        let qkv: Vec<f32> = w
+            .conv
+            .chunks_exact(CONV)
+            .zip(&qkv_in)
+            .enumerate()
+            .map(|(c, (taps, &now))| {
+                // Where the earlier taps are 0 the past adds up to +0 (for finite inputs), so it
+                // need not be read.
+                let past = if taps[..CONV - 1].iter().all(|&t| t == 0.0) {
+                    0.0
+                } else {
+                    (0..CONV - 1).fold(0.0, |acc, j| acc + taps[j] * history[j][c])
+                };
+                silu(past + taps[CONV - 1] * now)
             })
             .collect();
         self.conv_history.remove(0);
@@ -226,29 +260,37 @@ impl DeltaNet {
         let a = w.w_a.matvec(x);
         let mut out = Vec::with_capacity(h_n * dv);
         for h in 0..h_n {
-            let l2 = |v: &[f32]| {
-                let n = rsqrt(v.iter().fold(0.0, |acc, x| acc + x * x) + 1e-6);
-                v.iter().map(|x| x * n).collect::<Vec<f32>>()
+            // The machine's keys and queries are one or two entries of thousands, so each head
+            // works on the nonzero ones. That gives the same bits as the dense formulas: every
+            // skipped term of a sum (Σx², Sᵀk, Sᵀq) is ±0, and a sum that starts at +0 is never
+            // −0, so ±0 leaves it as it is. A skipped row of S += k ⊗ δ would add ±0, which can
+            // change only the sign of a zero entry, and that sign reaches nothing (every read of
+            // S is one of those sums).
+            let l2 = |v: &[f32], scale: f32| {
+                let hot: Vec<(usize, f32)> = v.iter().copied().enumerate().filter(|&(_, x)| x != 0.0).collect();
+                let n = rsqrt(hot.iter().fold(0.0, |acc, &(_, x)| acc + x * x) + 1e-6);
+                hot.into_iter().map(|(i, x)| (i, x * n * scale)).collect::<Vec<_>>()
             };
-            let scale = 1.0 / (dk as f32).sqrt();
-            let q: Vec<f32> = l2(&qkv[h * dk..(h + 1) * dk]).iter().map(|x| x * scale).collect();
-            let k = l2(&qkv[h_n * dk + h * dk..h_n * dk + (h + 1) * dk]);
+            let q = l2(&qkv[h * dk..(h + 1) * dk], 1.0 / (dk as f32).sqrt());
+            let k = l2(&qkv[h_n * dk + h * dk..h_n * dk + (h + 1) * dk], 1.0);
             let v = &qkv[2 * h_n * dk + h * dv..2 * h_n * dk + (h + 1) * dv];
             let beta = sigmoid(b[h]);
             let alpha = (-w.a_log[h].exp() * softplus(a[h] + w.dt_bias[h])).exp();
             let s = &mut self.state[h * dk * dv..(h + 1) * dk * dv];
-            for x in s.iter_mut() {
-                *x *= alpha;
+            if alpha != 1.0 {
+                s.iter_mut().for_each(|x| *x *= alpha);
             }
             // kv = Sᵀk; δ = β(v − kv); S += k ⊗ δ.
-            let kv: Vec<f32> = (0..dv).map(|j| (0..dk).fold(0.0, |acc, i| acc + s[i * dv + j] * k[i])).collect();
+            let dot =
+                |s: &[f32], u: &[(usize, f32)], j: usize| u.iter().fold(0.0, |acc, &(i, u)| acc + s[i * dv + j] * u);
+            let kv: Vec<f32> = (0..dv).map(|j| dot(s, &k, j)).collect();
             let delta: Vec<f32> = (0..dv).map(|j| beta * (v[j] - kv[j])).collect();
-            for i in 0..dk {
+            for &(i, ki) in &k {
                 for j in 0..dv {
-                    s[i * dv + j] += k[i] * delta[j];
+                    s[i * dv + j] += ki * delta[j];
                 }
             }
-            let o: Vec<f32> = (0..dv).map(|j| (0..dk).fold(0.0, |acc, i| acc + s[i * dv + j] * q[i])).collect();
+            let o: Vec<f32> = (0..dv).map(|j| dot(s, &q, j)).collect();
             // RMSNormGated: o · rsqrt(mean(o²) + ε) · w · silu(z).
             let n = rsqrt(o.iter().fold(0.0, |acc, x| acc + x * x) / dv as f32 + w.eps);
             out.extend((0..dv).map(|j| o[j] * n * w.norm[j] * silu(z[h * dv + j])));

@@ -26,8 +26,10 @@
 //! the row's entry again, and `out_proj` takes `o_j − 32·o_0/B`: the limbs, or 0 for a row never
 //! written (all zero: `0 · rsqrt(ε) = 0`) and for a position that reads nothing.
 //!
-//! A layer has one head per read a position makes; every head is written alike, so each holds
-//! the whole file.
+//! A layer has one head per read a position makes. Each head has its own write address, read
+//! address and conditions (channels that must be 1), so heads can hold the same rows (a register
+//! file read several times a position) or different ones (word `k` of every ROM block). An
+//! address digit can also be fixed (`Digit::Fixed`): a head that always reads word 3.
 
 use super::deltanet::{DeltaNet, DeltaNetWeights, Matrix};
 use super::memory::exact_weights_sized;
@@ -49,14 +51,42 @@ pub struct Layout {
     /// Stream width, and its constant channel (1 after the norm).
     pub d_model: usize,
     pub one: usize,
-    /// First channel of each write-address group, and the channel of each limb written (a row
-    /// holds `value.len()` limbs; `one` among them stores a constant 1, a "this row is set" flag).
-    pub write: Vec<usize>,
+    /// The channel of each limb written (a row holds `value.len()` limbs; `one` among them
+    /// stores a constant 1, a "this row is set" flag).
     pub value: Vec<usize>,
-    /// Per head (one read each): the first channel of each read-address group, and the first of
-    /// the channels its limbs are added to.
-    pub reads: Vec<Vec<usize>>,
-    pub out: Vec<usize>,
+    /// One read each.
+    pub heads: Vec<Head>,
+}
+
+/// One head: where it writes and reads, and where its read goes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Head {
+    /// The write address, a digit per group, and channels that must all be 1 for the write.
+    pub write: Vec<Digit>,
+    pub write_when: Vec<usize>,
+    /// The same for the read.
+    pub read: Vec<Digit>,
+    pub read_when: Vec<usize>,
+    /// The first of the channels the read's limbs are added to.
+    pub out: usize,
+}
+
+impl Head {
+    /// A head that writes where every head of `write` writes, whenever `write_when` holds, and
+    /// reads `read` into `out`.
+    pub fn new(write: &[usize], write_when: &[usize], read: Vec<Digit>, out: usize) -> Head {
+        let write = write.iter().map(|&s| Digit::Stream(s)).collect();
+        Head { write, write_when: write_when.to_vec(), read, read_when: Vec::new(), out }
+    }
+}
+
+/// Where an address takes a group's digit from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Digit {
+    /// The group's one-hot channels, from this one.
+    Stream(usize),
+    /// Always this digit (a head that holds, say, word 3 of whatever block the stream names).
+    Fixed(usize),
 }
 
 impl Layout {
@@ -107,24 +137,36 @@ fn power_of_four(n: usize) -> usize {
 
 /// The layer's weights for `layout`.
 pub fn weights(layout: &Layout) -> DeltaNetWeights {
-    let (d, one, heads) = (layout.d_model, layout.one, layout.reads.len());
-    let (dk, dv, g) = (layout.d_k(), layout.d_v(), layout.groups.len() as f32);
+    let (d, one, heads) = (layout.d_model, layout.one, layout.heads.len());
+    let (dk, dv, g) = (layout.d_k(), layout.d_v(), layout.groups.len());
     let channels = heads * (2 * dk + dv);
     let mut w_qkv = Matrix::zeros(channels, d);
-    // Key or query row `i` (`row` of the projection) from address groups starting at `starts`.
-    let mut and = |row: usize, starts: &[usize], i: usize| {
+    // Key or query row `i` (`row` of the projection): `M` per group whose digit matches and per
+    // condition channel, less `(terms − 1)·M`. A fixed digit that matches is a constant `M`
+    // (from `one`); a row whose fixed digit does not match can reach 0 at most, so it never
+    // fires.
+    let mut and = |row: usize, address: &[Digit], when: &[usize], i: usize| {
         if i < layout.rows() {
-            for (&s, digit) in starts.iter().zip(layout.digits(i)) {
-                w_qkv.set(row, s + digit, M);
+            let mut constant = -((g + when.len()) as f32 - 1.0) * M;
+            for (&a, digit) in address.iter().zip(layout.digits(i)) {
+                match a {
+                    Digit::Stream(s) => w_qkv.set(row, s + digit, M),
+                    Digit::Fixed(f) => constant += if f == digit { M } else { 0.0 },
+                }
             }
-            w_qkv.set(row, one, -(g - 1.0) * M);
+            for &c in when {
+                w_qkv.set(row, c, M);
+            }
+            w_qkv.set(row, one, constant);
         }
     };
-    for (h, read) in layout.reads.iter().enumerate() {
-        for i in 0..dk {
-            and(h * dk + i, read, i);
-            and((heads + h) * dk + i, &layout.write, i);
-        }
+    // Rows in increasing order (every query, then every key): each entry lands at the end of
+    // its column.
+    for (h, head) in layout.heads.iter().enumerate() {
+        (0..dk).for_each(|i| and(h * dk + i, &head.read, &head.read_when, i));
+    }
+    for (h, head) in layout.heads.iter().enumerate() {
+        (0..dk).for_each(|i| and((heads + h) * dk + i, &head.write, &head.write_when, i));
     }
     for h in 0..heads {
         let v = 2 * heads * dk + h * dv;
@@ -136,7 +178,7 @@ pub fn weights(layout: &Layout) -> DeltaNetWeights {
     }
     // Head h's limb j: o_j − 32·o_0/B (powers of two: exact).
     let mut w_out = Matrix::zeros(d, heads * dv);
-    for (h, &first) in layout.out.iter().enumerate() {
+    for (h, first) in layout.heads.iter().map(|head| head.out).enumerate() {
         for j in 0..layout.limbs() {
             w_out.set(first + j, h * dv + 1 + j, 1.0);
             w_out.set(first + j, h * dv, -OFFSET / B);
@@ -169,19 +211,23 @@ mod tests {
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
-    /// A register file: 16 threads × 15 registers, four limbs a row, three reads a position, on a
-    /// stream of 256 channels (bias channel 0).
+    /// The register head 2 always reads.
+    const FIXED: usize = 7;
+
+    /// A register file: 16 threads × 15 registers, four limbs a row, three reads a position (the
+    /// third of register [`FIXED`] of the thread the stream names), on a stream of 256 channels
+    /// (bias channel 0).
     fn registers() -> Layout {
         let (threads, regs) = (16, 15);
         let group = threads + regs;
+        let reg = |h: usize| if h == 2 { Digit::Fixed(FIXED) } else { Digit::Stream(5 + group + h * group + threads) };
+        let read = |h: usize| vec![Digit::Stream(5 + group + h * group), reg(h)];
         Layout {
             groups: vec![threads, regs],
             d_model: 256,
             one: 0,
-            write: vec![1, 1 + threads],
             value: (1 + group..5 + group).collect(),
-            reads: (0..3).map(|h| vec![5 + group + h * group, 5 + group + h * group + threads]).collect(),
-            out: (0..3).map(|h| 5 + 4 * group + 4 * h).collect(),
+            heads: (0..3).map(|h| Head::new(&[1, 1 + threads], &[], read(h), 5 + 4 * group + 4 * h)).collect(),
         }
     }
 
@@ -191,17 +237,21 @@ mod tests {
         let mut x = vec![0.0; l.d_model];
         x[l.one] = bias(l.d_model);
         if let Some((address, limbs)) = write {
-            for ((&s, &a), _) in l.write.iter().zip(address).zip(&l.groups) {
-                x[s + a] = 1.0;
+            for (s, &a) in l.heads[0].write.iter().zip(address) {
+                if let Digit::Stream(s) = s {
+                    x[s + a] = 1.0;
+                }
             }
             for (&c, v) in l.value.iter().zip(limbs) {
                 x[c] = v as f32;
             }
         }
-        for (starts, read) in l.reads.iter().zip(reads) {
+        for (starts, read) in l.heads.iter().map(|h| &h.read).zip(reads) {
             if let Some(address) = read {
-                for (&s, &a) in starts.iter().zip(address) {
-                    x[s + a] = 1.0;
+                for (s, &a) in starts.iter().zip(address) {
+                    if let Digit::Stream(s) = s {
+                        x[s + a] = 1.0;
+                    }
                 }
             }
         }
@@ -235,6 +285,8 @@ mod tests {
                     (0, Some((a, _))) if step % 4 == 0 => Some(a.clone()),
                     _ => (!rng.next_u64().is_multiple_of(4)).then(|| pick(&mut rng)),
                 })
+                .enumerate()
+                .map(|(h, a)| a.map(|a| if h == 2 { vec![a[0], FIXED] } else { a }))
                 .collect();
             let x = stream(&l, write.as_ref().map(|(a, v)| (&a[..], *v)), &reads);
             let n = rms_norm(&x, &norm_weights(l.d_model), 1e-6, &order);
@@ -244,7 +296,7 @@ mod tests {
             }
             for (h, read) in reads.iter().enumerate() {
                 let want = read.as_ref().and_then(|a| plain[l.row(a)]).unwrap_or([0; 4]);
-                let got = &y[l.out[h]..l.out[h] + 4];
+                let got = &y[l.heads[h].out..l.heads[h].out + 4];
                 assert_eq!(got, want.map(|v| v as f32), "step {step}, head {h}: read {read:?}");
             }
             if step % 50 == 0 {

@@ -60,6 +60,7 @@ pub mod memory;
 pub mod mlp;
 #[cfg(feature = "std")]
 pub mod net;
+pub mod program_image;
 pub mod ptx;
 #[cfg(feature = "std")]
 pub mod register_file;

@@ -1,20 +1,25 @@
-//! The second machine's registers between tokens (issue #22, `docs/qwengpu-second-machine.md`
-//! §7): a VAL token's 16 bits land in the register row its place in the step names, in the rows
-//! of a Gated DeltaNet (`limb_memory`), with no host copying anything. Three layers after the
-//! slot counter (`slot_counter`, which gives every VAL token its slot and its step's record):
+//! The second machine's program image and registers between tokens (issue #22,
+//! `docs/qwengpu-second-machine.md` §7 and §8): the ROM and a live-out table that the prompt
+//! writes into state rows, and the register rows where each VAL token's 16 bits land at the
+//! place its slot in the step names, in Gated DeltaNet layers (`limb_memory`), with no host
+//! copying anything. Three layers after the slot counter (`slot_counter`, which gives every VAL
+//! token its slot and its step's record):
 //!
-//! 1. **Decode** (SwiGLU): the step's block and warp as one-hot groups, and two flags: *table*
+//! 1. **Decode** (SwiGLU): the step's block and warp as one-hot groups, and two flags: *image*
 //!    (a VAL token under a record whose lane mask is 0, which no executed step has) and *exec*
 //!    (a VAL token under a record with lanes).
-//! 2. **The live-out table** (Gated DeltaNet, rows `block × slot`): which register, lane rank and
-//!    half slot `j` of block `b` carries. It is the program's, so the prompt writes it, as it
-//!    writes the ROM: for each block a table record `(warp 0, block b, mask 0)`, then one VAL
-//!    token per slot, `register | (2·rank + half) << 8`. A table VAL token writes the row
-//!    `(b, j)` with `[register, 2·rank + half, 1]` (the 1 says the row is set); an exec VAL
-//!    token reads the row `(b, j)` of its step. The order of the slots is the compiler's: lane
-//!    rank (the active lanes in order), then the block's live-out registers in order, then the
-//!    low half and the high half. So a step sends `2 · lanes · words` VAL tokens and the table
-//!    does not depend on the mask.
+//! 2. **The program image** (Gated DeltaNet, a row per block and a head per slot and part),
+//!    written by the prompt: an image record `(warp p, block b, mask 0)` names part `p` of block
+//!    `b`, and the `j`-th VAL token after it writes head `j` of the part.
+//!    - Part 0, **the live-out table**: which register, lane rank and half slot `j` of block `b`
+//!      carries, `register | (2·rank + half) << 8`, stored with a third limb of 1 (the row is
+//!      set). An exec VAL token reads its step's block from its slot's head. The order of the
+//!      slots is the compiler's: lane rank (the active lanes in order), then the block's live-out
+//!      registers in order, then the low half and the high half. So a step sends
+//!      `2 · lanes · words` VAL tokens and the table does not depend on the mask.
+//!    - Part 1, **the ROM**: the block's instructions as `program_image` words. Its head `k`
+//!      holds word `k` of every block and reads it for the held block at every machine position
+//!      of a step.
 //! 3. **Address** (SwiGLU): the register as a one-hot group, and `(lane, half)` from the mask and
 //!    the rank: one step unit per value of `c = 2·lanes·mask + 2·rank + half`, each sent to the
 //!    lane the rank names in that mask (the rank-th set bit), or nowhere when the mask has fewer
@@ -32,9 +37,10 @@ use super::carry::block_carry;
 use super::deltanet::{DeltaNet, DeltaNetWeights};
 use super::interp::StepRecord;
 use super::isa::{MachineSpec, Program};
-use super::limb_memory::{self, Layout};
+use super::limb_memory::{self, Digit::Stream, Head, Layout};
 use super::limbs::Layer;
 use super::machine_tokens::Token;
+use super::program_image::{block_words, ImageError, WORDS};
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -48,6 +54,8 @@ pub struct Shape {
     /// VAL slots a step may fill: two per lane and live-out register, at most one register per
     /// instruction.
     pub slots: usize,
+    /// Words of a block's ROM rows (`program_image`); they ride the first VAL slots.
+    pub rom_words: usize,
 }
 
 impl Shape {
@@ -59,16 +67,21 @@ impl Shape {
             regs: spec.regs,
             blocks: spec.rom_blocks,
             slots: 2 * lanes * spec.block_len,
+            rom_words: spec.block_len * WORDS,
         }
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TableError {
+pub enum ImageTooLarge {
     #[error("the program has {blocks} ROM blocks; the record tokens name {max}")]
     Blocks { blocks: usize, max: usize },
     #[error("block {block} sends {words} live-out words a lane, {slots} VAL tokens a step; a step has {max} slots")]
     Slots { block: usize, words: usize, slots: usize, max: usize },
+    #[error("block {block} is {words} ROM words; a block's ROM rows hold {max}")]
+    Rom { block: usize, words: usize, max: usize },
+    #[error(transparent)]
+    Encoding(#[from] ImageError),
 }
 
 /// Where the register file reads and writes. Inputs: the token's kind and VAL limbs (its
@@ -94,20 +107,24 @@ impl RegisterFile {
     fn warp(&self) -> usize {
         self.block() + self.shape.blocks
     }
-    /// The table flag, then the exec flag.
-    fn table_flag(&self) -> usize {
+    /// The image flag (a VAL token of the program image), then the exec flag.
+    fn image_flag(&self) -> usize {
         self.warp() + self.shape.warps
     }
     fn exec_flag(&self) -> usize {
-        self.table_flag() + 1
+        self.image_flag() + 1
     }
     /// The table row read: register, `2·rank + half`, set.
     fn entry(&self) -> usize {
         self.exec_flag() + 1
     }
+    /// The held block's ROM words: per word its two limbs and the set limb.
+    pub fn rom(&self) -> usize {
+        self.entry() + 3
+    }
     /// One-hot register, then one-hot `(lane, half)`.
     fn reg(&self) -> usize {
-        self.entry() + 3
+        self.rom() + 3 * self.shape.rom_words
     }
     fn lane_half(&self) -> usize {
         self.reg() + self.shape.regs
@@ -141,7 +158,7 @@ impl RegisterFile {
         c - self.one
     }
 
-    /// Layer 1: the step's block and warp one-hot, and the table and exec flags.
+    /// Layer 1: the step's block and warp one-hot, and the image and exec flags.
     pub fn decode(&self) -> Layer {
         let s = self.shape;
         let mut l = Layer::default();
@@ -149,31 +166,43 @@ impl RegisterFile {
         one_hot(&mut l, &[(block, 1.0)], &(0..s.blocks).map(|b| Some(self.at(self.block() + b))).collect::<Vec<_>>());
         one_hot(&mut l, &[(warp, 1.0)], &(0..s.warps).map(|w| Some(self.at(self.warp() + w))).collect::<Vec<_>>());
         let kind = self.at(self.kind);
-        // Table: [−kind − mask ≥ 0], a VAL token (kind 0) under a mask of 0. Exec:
+        // Image: [−kind − mask ≥ 0], a VAL token (kind 0) under a mask of 0. Exec:
         // [mask − 2^lanes·kind ≥ 1], a VAL token under a mask with lanes.
-        l.step(&[(kind, -1.0), (mask, -1.0)], 0.0, &[(self.at(self.table_flag()), 1.0)]);
+        l.step(&[(kind, -1.0), (mask, -1.0)], 0.0, &[(self.at(self.image_flag()), 1.0)]);
         l.step(&[(mask, 1.0), (kind, -((1 << s.lanes) as f32))], 1.0, &[(self.at(self.exec_flag()), 1.0)]);
         l.shifted(self.one)
     }
 
-    /// The live-out table's layout: rows `block × VAL slot`, written at table tokens, read at
-    /// exec tokens.
-    pub fn table_layout(&self) -> Layout {
+    /// The program image's layout: a row per block, a head per slot and part. Table head `j`
+    /// holds slot `j` of each block's live-out table: written at the `j`-th VAL token after a
+    /// table record (warp 0), read at an exec token in slot `j` (every table head adds into the
+    /// same channels, and only the slot's reads anything). ROM head `k` holds word `k` of each
+    /// block: written at the `k`-th VAL token after a ROM record (warp 1), read for the held
+    /// block at every machine position.
+    pub fn image_layout(&self) -> Layout {
         let s = self.shape;
+        let (block, flag) = (self.block(), self.image_flag());
+        let head = |part: usize, j: usize| {
+            let slot = self.slot + 1 + j;
+            let mut h = Head::new(&[block], &[flag, self.warp() + part, slot], vec![Stream(block)], self.entry());
+            match part {
+                0 => h.read_when = vec![self.exec_flag(), slot],
+                _ => h.out = self.rom() + 3 * j,
+            }
+            h
+        };
         Layout {
-            groups: vec![s.blocks, s.slots, 1],
+            groups: vec![s.blocks],
             d_model: self.d_model,
             one: self.one,
-            write: vec![self.block(), self.slot + 1, self.table_flag()],
             value: vec![self.val[0], self.val[1], self.one],
-            reads: vec![vec![self.block(), self.slot + 1, self.exec_flag()]],
-            out: vec![self.entry()],
+            heads: (0..s.slots).map(|j| head(0, j)).chain((0..s.rom_words).map(|k| head(1, k))).collect(),
         }
     }
 
     /// Layer 2.
-    pub fn table(&self) -> DeltaNetWeights {
-        limb_memory::weights(&self.table_layout())
+    pub fn image(&self) -> DeltaNetWeights {
+        limb_memory::weights(&self.image_layout())
     }
 
     /// Layer 3: the register one-hot, and `(lane, half)` from the mask and the rank.
@@ -199,14 +228,16 @@ impl RegisterFile {
     /// whose table row is set, read at the probe's address.
     pub fn file_layout(&self) -> Layout {
         let s = self.shape;
+        let address = [self.warp(), self.lane_half(), self.reg()];
+        let [w, lh, r, on] = self.probe();
+        let mut head = Head::new(&address, &[self.entry() + 2], vec![Stream(w), Stream(lh), Stream(r)], self.read());
+        head.read_when = vec![on];
         Layout {
-            groups: vec![s.warps, 2 * s.lanes, s.regs, 1],
+            groups: vec![s.warps, 2 * s.lanes, s.regs],
             d_model: self.d_model,
             one: self.one,
-            write: vec![self.warp(), self.lane_half(), self.reg(), self.entry() + 2],
             value: self.val.to_vec(),
-            reads: vec![self.probe().to_vec()],
-            out: vec![self.read()],
+            heads: vec![head],
         }
     }
 
@@ -220,7 +251,7 @@ impl RegisterFile {
     pub fn value(&self, file: &DeltaNet, warp: usize, lane: usize, reg: usize) -> Option<u32> {
         let layout = self.file_layout();
         (0..2).try_fold(0u32, |word, half| {
-            let row = layout.row(&[warp, 2 * lane + half, reg, 0]);
+            let row = layout.row(&[warp, 2 * lane + half, reg]);
             if file.row(0, row).iter().all(|&v| v == 0.0) {
                 return Some(word);
             }
@@ -229,20 +260,34 @@ impl RegisterFile {
         })
     }
 
-    /// The prompt's live-out table: per block with live-out registers, a table record and one VAL
-    /// token per slot.
-    pub fn table_tokens(&self, program: &Program) -> Result<Vec<Token>, TableError> {
+    /// The prompt's program image: the live-out table (per block with live-out registers, a
+    /// table record and one VAL token per slot), then the ROM (per block, a ROM record and its
+    /// words).
+    pub fn image_tokens(&self, program: &Program) -> Result<Vec<Token>, ImageTooLarge> {
+        let mut tokens = self.table_tokens(program)?;
+        for (b, block) in program.blocks.iter().enumerate() {
+            let words = block_words(block)?;
+            if words.len() > self.shape.rom_words {
+                return Err(ImageTooLarge::Rom { block: b, words: words.len(), max: self.shape.rom_words });
+            }
+            tokens.push(Token::Record { warp: 1, block: b as u32, mask: 0 });
+            tokens.extend(words.into_iter().map(Token::Val));
+        }
+        Ok(tokens)
+    }
+
+    fn table_tokens(&self, program: &Program) -> Result<Vec<Token>, ImageTooLarge> {
         let s = self.shape;
         let blocks = program.blocks.len();
         if blocks > s.blocks {
-            return Err(TableError::Blocks { blocks, max: s.blocks });
+            return Err(ImageTooLarge::Blocks { blocks, max: s.blocks });
         }
         let mut tokens = Vec::new();
         for (b, c) in block_carry(program).iter().enumerate() {
             let regs = live_regs(c.live_out_writes);
             let slots = 2 * s.lanes * regs.len();
             if slots > s.slots {
-                return Err(TableError::Slots { block: b, words: regs.len(), slots, max: s.slots });
+                return Err(ImageTooLarge::Slots { block: b, words: regs.len(), slots, max: s.slots });
             }
             if regs.is_empty() {
                 continue;

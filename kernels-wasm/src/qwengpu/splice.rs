@@ -233,7 +233,7 @@ impl Splice {
         let mut layers = vec![Compiled::SwiGlu(feed.shifted(h))];
         layers.push(Compiled::DeltaNet(Box::new(counter(h, &vocab, h + count).weights())));
         layers.push(Compiled::SwiGlu(first.shifted(h)));
-        layers.push(Compiled::DeltaNet(Box::new(rf.table())));
+        layers.push(Compiled::DeltaNet(Box::new(rf.image())));
         layers.push(Compiled::SwiGlu(rf.address()));
         layers.push(Compiled::DeltaNet(Box::new(rf.file())));
         layers.extend(alu.layers.iter().skip(1).map(|l| Compiled::SwiGlu(l.shifted(h))));

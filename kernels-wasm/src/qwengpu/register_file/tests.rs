@@ -2,8 +2,10 @@ use super::*;
 use crate::bitnet::random::Rng;
 use crate::qwengpu::carry::uses_defs;
 use crate::qwengpu::interp::Machine;
+use crate::qwengpu::isa::Inst;
 use crate::qwengpu::limbs::{norm_weights, rms_norm};
 use crate::qwengpu::machine_tokens::Vocab;
+use crate::qwengpu::program_image::{decode, normal};
 use crate::qwengpu::slot_counter::Counter;
 use crate::qwengpu::suite;
 use alloc::format;
@@ -13,8 +15,8 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 
 /// The stream: bias 0, the vocabulary's fields 1–6, the counter 7–43, the register file from
 /// 44; a text position's own channels from [`TEXT`].
-const D: usize = 256;
-const TEXT: usize = 200;
+const D: usize = 1024;
+const TEXT: usize = 1000;
 
 /// The machine's four layers after the embedding, run position by position.
 struct Stack {
@@ -22,10 +24,12 @@ struct Stack {
     rf: RegisterFile,
     counter: DeltaNet,
     decode: Layer,
-    table: DeltaNet,
+    image: DeltaNet,
     address: Layer,
     file: DeltaNet,
     order: Vec<usize>,
+    /// The stream after the stack at the last position.
+    last: Vec<f32>,
 }
 
 impl Stack {
@@ -46,8 +50,18 @@ impl Stack {
         assert_eq!(rf.shape.slots + 1, c.slots);
         let mut decode = c.decode();
         decode.units.extend(rf.decode().units);
-        let (table, address, file) = (DeltaNet::new(rf.table()), rf.address(), DeltaNet::new(rf.file()));
-        Stack { vocab, rf, counter: c.layer(), decode, table, address, file, order: (0..D).rev().collect() }
+        let (image, address, file) = (DeltaNet::new(rf.image()), rf.address(), DeltaNet::new(rf.file()));
+        Stack {
+            vocab,
+            rf,
+            counter: c.layer(),
+            decode,
+            image,
+            address,
+            file,
+            order: (0..D).rev().collect(),
+            last: Vec::new(),
+        }
     }
 
     /// One position: the token's embedding (or a text position's own channels) and a probe of
@@ -71,7 +85,7 @@ impl Stack {
         };
         mix(&mut self.counter, &mut x);
         self.decode.forward(&mut x, 1e-6, &self.order);
-        mix(&mut self.table, &mut x);
+        mix(&mut self.image, &mut x);
         self.address.forward(&mut x, 1e-6, &self.order);
         mix(&mut self.file, &mut x);
         x
@@ -92,12 +106,14 @@ pub(crate) trait Fed {
     fn text(&mut self, rng: &mut Rng);
     /// The register file's layout and its state now.
     fn file(&self) -> (&RegisterFile, &DeltaNet);
+    /// The stream after the machine's layers at the last position.
+    fn stream(&self) -> &[f32];
 }
 
 impl Fed for Stack {
     fn token(&mut self, t: Token, probe: Option<[usize; 4]>, rng: &mut Rng) -> Option<f32> {
-        let x = self.forward(Some(t), probe, rng);
-        probe.map(|_| self.read(&x))
+        self.last = self.forward(Some(t), probe, rng);
+        probe.map(|_| self.read(&self.last))
     }
 
     fn text(&mut self, rng: &mut Rng) {
@@ -110,6 +126,17 @@ impl Fed for Stack {
     fn file(&self) -> (&RegisterFile, &DeltaNet) {
         (&self.rf, &self.file)
     }
+
+    fn stream(&self) -> &[f32] {
+        &self.last
+    }
+}
+
+/// The held block's instructions as the ROM heads read them from the stream.
+pub(crate) fn rom_block(rf: &RegisterFile, x: &[f32]) -> Vec<Option<Inst>> {
+    let words: Vec<u16> =
+        (0..rf.shape.rom_words).map(|k| (x[rf.rom() + 3 * k] + 256.0 * x[rf.rom() + 3 * k + 1]) as u16).collect();
+    words.chunks(WORDS).map(|w| decode(w).unwrap()).collect()
 }
 
 /// What a run checked: register reads compared with the interpreter, how many of them were
@@ -122,10 +149,11 @@ pub(crate) struct Checked {
     pub first_wrong: Option<String>,
 }
 
-/// Runs `kernel` on the interpreter and feeds its steps to `model` as tokens (after the live-out
-/// table when `with_table`), text positions between them now and then. Before each step, every
+/// Runs `kernel` on the interpreter and feeds its steps to `model` as tokens (after the program
+/// image when `with_table`), text positions between them now and then. Before each step, every
 /// register the block reads (before writing it) in each active lane must be in the file as the
-/// interpreter holds it; at each record position the read head fetches one of them.
+/// interpreter holds it; at each record position the read head fetches one of them; at every
+/// position of a step the ROM heads give the block's instructions.
 pub(crate) fn follow(model: &mut impl Fed, kernel: &suite::SuiteKernel, with_table: bool, rng: &mut Rng) -> Checked {
     let spec = MachineSpec::default();
     let (k, _, mut m): (_, _, Machine) = kernel.machine(kernel.ptx, &spec).unwrap();
@@ -137,7 +165,7 @@ pub(crate) fn follow(model: &mut impl Fed, kernel: &suite::SuiteKernel, with_tab
         Fed::token(model, t, probe, rng)
     };
     if with_table {
-        for t in model.file().0.table_tokens(&k.program).unwrap() {
+        for t in model.file().0.image_tokens(&k.program).unwrap() {
             feed(model, t, None, rng);
         }
     }
@@ -169,8 +197,16 @@ pub(crate) fn follow(model: &mut impl Fed, kernel: &suite::SuiteKernel, with_tab
         if let (Some((l, r, want)), Some(got), true) = (probe, read, with_table) {
             assert_eq!(got, (want >> (16 * half) & 0xffff) as f32, "{}: read of warp {wi} lane {l} r{r}", kernel.name);
         }
-        for &t in &tokens[1..] {
-            feed(model, t, None, rng);
+        let mut want: Vec<Option<Inst>> = k.program.blocks[step.block].iter().map(|&i| Some(normal(i))).collect();
+        want.resize(spec.block_len, None);
+        for (i, &t) in tokens.iter().enumerate() {
+            if i > 0 {
+                feed(model, t, None, rng);
+            }
+            if with_table {
+                let got = rom_block(model.file().0, model.stream());
+                assert_eq!(got, want, "{}: step {}, token {i}: the ROM of block {}", kernel.name, m.steps, step.block);
+            }
         }
     }
     checked
@@ -223,17 +259,20 @@ fn the_rank_names_the_active_lane() {
     }
 }
 
-/// A program over the record tokens' blocks, or a block with more live-out words than a step has
-/// slots, is named.
+/// A program over the record tokens' blocks, a block with more live-out words than a step has
+/// slots, or one longer than its ROM rows, is named.
 #[test]
 fn tables_that_do_not_fit_are_named() {
     let k = suite::kernels().into_iter().find(|k| k.name == "gcd").unwrap();
     let (kernel, _, _) = k.machine(k.ptx, &MachineSpec::default()).unwrap();
     let rf = Stack::new(&MachineSpec::default()).rf;
     let small = RegisterFile { shape: Shape { blocks: 3, ..rf.shape }, ..rf };
-    let e = small.table_tokens(&kernel.program).unwrap_err();
-    assert!(matches!(e, TableError::Blocks { max: 3, .. }), "{e}");
+    let e = small.image_tokens(&kernel.program).unwrap_err();
+    assert!(matches!(e, ImageTooLarge::Blocks { max: 3, .. }), "{e}");
     let narrow = RegisterFile { shape: Shape { slots: 7, ..rf.shape }, ..rf };
-    let e = narrow.table_tokens(&kernel.program).unwrap_err();
-    assert!(matches!(e, TableError::Slots { max: 7, .. }) && e.to_string().contains("slots"), "{e}");
+    let e = narrow.image_tokens(&kernel.program).unwrap_err();
+    assert!(matches!(e, ImageTooLarge::Slots { max: 7, .. }) && e.to_string().contains("slots"), "{e}");
+    let short = RegisterFile { shape: Shape { rom_words: 8, ..rf.shape }, ..rf };
+    let e = short.image_tokens(&kernel.program).unwrap_err();
+    assert!(matches!(e, ImageTooLarge::Rom { max: 8, .. }), "{e}");
 }

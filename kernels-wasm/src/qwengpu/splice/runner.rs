@@ -243,7 +243,7 @@ impl<'a> Runner<'a> {
 /// The channels a DeltaNet adds its output to: the rows of `w_out` that are not all zero (only
 /// those change, so a text channel never picks up a −0).
 fn written(w: &DeltaNetWeights) -> Vec<usize> {
-    (0..w.d_model).filter(|&c| !w.w_out.row(c).is_empty()).collect()
+    w.w_out.nonzero_rows()
 }
 
 /// Each row's first `h` values (the text's channels).

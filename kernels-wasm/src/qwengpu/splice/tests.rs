@@ -219,17 +219,25 @@ impl Fed for SplicedRun<'_> {
     fn file(&self) -> (&RegisterFile, &DeltaNet) {
         (&self.splice.registers, self.runner.deltanet(self.file).unwrap())
     }
+
+    fn stream(&self) -> &[f32] {
+        &self.runner.machine_stream
+    }
 }
 
-/// Inside the spliced model, a kernel's live-out table and steps, fed as tokens through the
+/// Inside the spliced model, a kernel's program image and steps, fed as tokens through the
 /// model's own embedding with text between them, leave in its register rows what the
-/// interpreter's registers hold whenever a step reads them (`register_file`'s check).
+/// interpreter's registers hold whenever a step reads them, and every position of a step reads
+/// its block's instructions from the ROM rows (`register_file`'s check).
 #[test]
 fn the_spliced_model_holds_a_kernels_registers() {
     let (c, model) = llama();
     let splice = Splice::new(c).unwrap();
-    let dk = splice.registers.file_layout().d_k();
-    let file = splice.layers.iter().position(|l| matches!(l, Compiled::DeltaNet(w) if w.d_k == dk)).unwrap();
+    // The register file: the DeltaNet that writes the read head's channels.
+    let read = splice.registers.read();
+    let file =
+        splice.layers.iter().position(|l| matches!(l, Compiled::DeltaNet(w) if w.w_out.nonzero_rows().contains(&read)));
+    let file = file.unwrap();
     let mut rng = Rng::new(4);
     let kernels = suite::kernels();
     let names: &[&str] =
