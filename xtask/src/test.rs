@@ -87,7 +87,7 @@ pub fn run(args: Args) -> Result<()> {
     if want("neon") {
         step("NEON kernels on aarch64 under qemu: cargo test --target aarch64-unknown-linux-gnu -p kernels-wasm --lib");
         let t = Instant::now();
-        // The compiled qwenGPU suite and the second machine's limb layers have no
+        // The compiled qwenGPU suite and the second machine's limb layers and register file have no
         // architecture-specific code (the layers rely on f32 exp only where it overflows or
         // underflows); under qemu they would only be slow.
         let neon = cargo(
@@ -103,6 +103,8 @@ pub fn run(args: Args) -> Result<()> {
                 "qwengpu::run::",
                 "--skip",
                 "qwengpu::limb",
+                "--skip",
+                "qwengpu::register_file",
             ],
             &[],
         );
