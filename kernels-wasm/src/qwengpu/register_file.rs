@@ -37,7 +37,7 @@ use super::carry::block_carry;
 use super::deltanet::{DeltaNet, DeltaNetWeights};
 use super::interp::StepRecord;
 use super::isa::{MachineSpec, Program};
-use super::limb_memory::{self, Digit::Stream, Head, Layout};
+use super::limb_memory::{self, Digit::Fixed, Digit::Stream, Head, Layout};
 use super::limbs::Layer;
 use super::machine_tokens::Token;
 use super::program_image::{block_words, ImageError, WORDS};
@@ -144,9 +144,26 @@ impl RegisterFile {
         self.probe()[3] + 1
     }
 
+    /// The run flag: a record or VAL token of an executed step (its mask has lanes).
+    fn run_flag(&self) -> usize {
+        self.read() + 2
+    }
+    /// The table row of the next slot: register, `2·rank + half`, set.
+    fn next_entry(&self) -> usize {
+        self.run_flag() + 1
+    }
+    /// The next slot's lane as a one-hot `(lane, half)` group per half.
+    fn next_lane(&self, half: usize) -> usize {
+        self.next_entry() + 3 + 2 * self.shape.lanes * half
+    }
+    /// The next slot's lane's registers, four limbs each (two halves of two limbs).
+    pub fn local(&self) -> usize {
+        self.next_lane(2)
+    }
+
     /// The channels from `first` on that this uses.
     pub fn len(&self) -> usize {
-        self.read() + 2 - self.first
+        self.local() + 4 * self.shape.regs - self.first
     }
 
     pub fn is_empty(&self) -> bool {
@@ -170,6 +187,7 @@ impl RegisterFile {
         // [mask − 2^lanes·kind ≥ 1], a VAL token under a mask with lanes.
         l.step(&[(kind, -1.0), (mask, -1.0)], 0.0, &[(self.at(self.image_flag()), 1.0)]);
         l.step(&[(mask, 1.0), (kind, -((1 << s.lanes) as f32))], 1.0, &[(self.at(self.exec_flag()), 1.0)]);
+        l.step(&[(mask, 1.0)], 1.0, &[(self.at(self.run_flag()), 1.0)]);
         l.shifted(self.one)
     }
 
@@ -182,21 +200,25 @@ impl RegisterFile {
     pub fn image_layout(&self) -> Layout {
         let s = self.shape;
         let (block, flag) = (self.block(), self.image_flag());
-        let head = |part: usize, j: usize| {
+        // Part 0 is read twice: at its slot (`now`) and at the slot before (the next entry).
+        let head = |part: usize, j: usize, now: bool| {
             let slot = self.slot + 1 + j;
             let mut h = Head::new(&[block], &[flag, self.warp() + part, slot], vec![Stream(block)], self.entry());
-            match part {
-                0 => h.read_when = vec![self.exec_flag(), slot],
+            match (part, now) {
+                (0, true) => h.read_when = vec![self.exec_flag(), slot],
+                (0, false) => (h.read_when, h.out) = (vec![self.run_flag(), slot - 1], self.next_entry()),
                 _ => h.out = self.rom() + 3 * j,
             }
             h
         };
+        let table = (0..s.slots).map(|j| head(0, j, true));
+        let next = (0..s.slots).map(|j| head(0, j, false));
         Layout {
             groups: vec![s.blocks],
             d_model: self.d_model,
             one: self.one,
             value: vec![self.val[0], self.val[1], self.one],
-            heads: (0..s.slots).map(|j| head(0, j)).chain((0..s.rom_words).map(|k| head(1, k))).collect(),
+            heads: table.chain((0..s.rom_words).map(|k| head(1, k, true))).chain(next).collect(),
         }
     }
 
@@ -221,6 +243,19 @@ impl RegisterFile {
             .collect();
         let mask = self.at(self.record + 2);
         one_hot(&mut l, &[(mask, per_mask as f32), (entry + 1, 1.0)], &targets);
+        // The next slot's lane, once per half: the same decode on the next entry, each value
+        // sent to `(lane, half)` whatever the entry's own half.
+        let next = self.at(self.next_entry());
+        for half in 0..2 {
+            let targets: Vec<Option<usize>> = (0..per_mask << s.lanes)
+                .map(|c| {
+                    let (mask, rank) = (c / per_mask, c % per_mask / 2);
+                    let lane = (0..s.lanes).filter(|l| mask & 1 << l != 0).nth(rank)?;
+                    Some(self.at(self.next_lane(half) + 2 * lane + half))
+                })
+                .collect();
+            one_hot(&mut l, &[(mask, per_mask as f32), (next + 1, 1.0)], &targets);
+        }
         l.shifted(self.one)
     }
 
@@ -230,14 +265,22 @@ impl RegisterFile {
         let s = self.shape;
         let address = [self.warp(), self.lane_half(), self.reg()];
         let [w, lh, r, on] = self.probe();
-        let mut head = Head::new(&address, &[self.entry() + 2], vec![Stream(w), Stream(lh), Stream(r)], self.read());
-        head.read_when = vec![on];
+        let mut probe = Head::new(&address, &[self.entry() + 2], vec![Stream(w), Stream(lh), Stream(r)], self.read());
+        probe.read_when = vec![on];
+        // The next slot's lane's registers, a head per register and half.
+        let load = |(reg, half): (usize, usize)| {
+            let read = vec![Stream(self.warp()), Stream(self.next_lane(half)), Fixed(reg)];
+            let mut h = Head::new(&address, &[self.entry() + 2], read, self.local() + 4 * reg + 2 * half);
+            h.read_when = vec![self.run_flag(), self.next_entry() + 2];
+            h
+        };
+        let loads = (0..s.regs).flat_map(|r| [(r, 0), (r, 1)]).map(load);
         Layout {
             groups: vec![s.warps, 2 * s.lanes, s.regs],
             d_model: self.d_model,
             one: self.one,
             value: self.val.to_vec(),
-            heads: vec![head],
+            heads: core::iter::once(probe).chain(loads).collect(),
         }
     }
 

@@ -144,6 +144,8 @@ pub(crate) fn rom_block(rf: &RegisterFile, x: &[f32]) -> Vec<Option<Inst>> {
 #[derive(Default, Debug)]
 pub(crate) struct Checked {
     pub reads: usize,
+    /// Registers found in the stream where a lane's values begin.
+    pub loads: usize,
     pub nonzero: usize,
     pub wrong: usize,
     pub first_wrong: Option<String>,
@@ -190,6 +192,7 @@ pub(crate) fn follow(model: &mut impl Fed, kernel: &suite::SuiteKernel, with_tab
             }
         }
         let probe = (!reads.is_empty()).then(|| reads[(rng.next_u64() % reads.len() as u64) as usize]);
+        let before = m.warps[wi].regs.clone();
         let step = m.step().unwrap().unwrap();
         let tokens = RegisterFile::step_tokens(&step, carry[step.block].live_out_writes, &m.warps[step.warp].regs);
         let half = (rng.next_u64() % 2) as usize;
@@ -206,6 +209,26 @@ pub(crate) fn follow(model: &mut impl Fed, kernel: &suite::SuiteKernel, with_tab
             if with_table {
                 let got = rom_block(model.file().0, model.stream());
                 assert_eq!(got, want, "{}: step {}, token {i}: the ROM of block {}", kernel.name, m.steps, step.block);
+                // Where the next VAL token starts a lane's values, that lane's registers as the
+                // step began are in the stream (each register the block reads).
+                let words = carry[step.block].live_out_writes.count_ones() as usize;
+                if i + 1 < tokens.len() && i % (2 * words) == 0 {
+                    let rank = i / (2 * words);
+                    let lane = (0..spec.lanes).filter(|l| mask & 1 << l != 0).nth(rank).unwrap();
+                    let local = model.file().0.local();
+                    for r in live_regs(uses[pc].0) {
+                        let limbs = &model.stream()[local + 4 * r..local + 4 * r + 4];
+                        let got = limbs.iter().rev().fold(0u64, |w, &l| w << 8 | l as u64);
+                        assert_eq!(
+                            got,
+                            u64::from(before[lane][r]),
+                            "{}: step {}, token {i}: lane {lane} r{r}",
+                            kernel.name,
+                            m.steps
+                        );
+                        checked.loads += 1;
+                    }
+                }
             }
         }
     }
@@ -219,14 +242,15 @@ fn the_register_rows_follow_the_interpreter_through_the_suite() {
     let mut rng = Rng::new(22);
     let kernels = suite::kernels();
     let few = ["warp_broadcast", "gcd", "clamp3", "nested_loops"];
-    let (mut reads, mut nonzero, mut ran) = (0, 0, 0);
+    let (mut reads, mut nonzero, mut ran, mut loads) = (0, 0, 0, 0);
     for k in kernels.iter().filter(|k| !cfg!(target_arch = "wasm32") || few.contains(&k.name)) {
         let mut stack = Stack::new(&MachineSpec::default());
         let c = follow(&mut stack, k, true, &mut rng);
         assert_eq!(c.wrong, 0, "{}: {} of {} reads wrong, first {:?}", k.name, c.wrong, c.reads, c.first_wrong);
-        (reads, nonzero, ran) = (reads + c.reads, nonzero + c.nonzero, ran + 1);
+        (reads, nonzero, ran, loads) = (reads + c.reads, nonzero + c.nonzero, ran + 1, loads + c.loads);
     }
     assert!(ran >= few.len() && nonzero * 2 > reads, "{ran} kernels, {nonzero} of {reads} reads nonzero");
+    assert!(loads * 4 > reads, "{loads} registers loaded");
 }
 
 /// Without the table the VAL tokens go nowhere, and the reads come out wrong: the check above

@@ -23,7 +23,7 @@ pub(super) fn deltanet_vectors(d: &DeltaNetWeights) -> [(&'static str, &[f32], V
 /// A Gated DeltaNet read back: each matrix from its entries, the vectors as they are.
 pub(super) fn read_deltanet(t: &Tensors, i: usize, w: usize, s: DeltaNetShape) -> Result<DeltaNetWeights> {
     ensure!(
-        s.heads >= 1 && s.heads <= 64 && s.d_k <= 4096 && s.d_v <= 4096,
+        s.heads >= 1 && s.heads <= 256 && s.d_k <= 4096 && s.d_v <= 4096,
         "compiled layer {i}: a DeltaNet of {} heads of {}×{}",
         s.heads,
         s.d_k,
