@@ -28,7 +28,7 @@
 //! registers.
 
 use super::head::rows_for;
-use super::isa::{Alu, Cmp, MachineSpec, Shfl, Space, Special};
+use super::isa::{Alu, Cmp, MachineSpec, Space, Special};
 use super::net::{Cond, Group, Layer, MemLayer, Stream};
 pub use super::rom::Fields;
 use super::units::{active, any_of, channels, is, Builder, Nibs};
@@ -37,61 +37,14 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 pub use super::isa::MAX_PARAMS;
-pub const SPECIALS: [Special; 5] = [Special::Tid, Special::Ntid, Special::Ctaid, Special::Nctaid, Special::LaneId];
-pub const ALUS: [Alu; 19] = [
-    Alu::Add,
-    Alu::Sub,
-    Alu::Mul,
-    Alu::MulHiS,
-    Alu::MulHiU,
-    Alu::DivS,
-    Alu::DivU,
-    Alu::RemS,
-    Alu::RemU,
-    Alu::And,
-    Alu::Or,
-    Alu::Xor,
-    Alu::Shl,
-    Alu::Shr,
-    Alu::Sra,
-    Alu::MinS,
-    Alu::MaxS,
-    Alu::MinU,
-    Alu::MaxU,
-];
-pub const CMPS: [Cmp; 10] =
-    [Cmp::Eq, Cmp::Ne, Cmp::LtS, Cmp::LeS, Cmp::GtS, Cmp::GeS, Cmp::LtU, Cmp::LeU, Cmp::GtU, Cmp::GeU];
-const SHFLS: [Shfl; 4] = [Shfl::Idx, Shfl::Up, Shfl::Down, Shfl::Bfly];
-const SPACES: [Space; 2] = [Space::Global, Space::Shared];
+pub use super::isa::{ALUS, CMPS, SPECIALS};
 
-/// The decoded opcode a ROM row holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
-    Nop,
-    Mov,
-    Alu(Alu),
-    Set(Cmp),
-    Sel,
-    Ld(Space),
-    St(Space),
-    Atom(Space),
-    Shfl(Shfl),
-    Bra,
-    Bar,
-    Exit,
-}
+/// The decoded opcode a ROM row holds (never `Op::S2R`: this machine reads special registers
+/// as moves from their rows).
+pub use super::isa::Op;
 
 pub fn ops() -> Vec<Op> {
-    let mut v = vec![Op::Nop, Op::Mov];
-    v.extend(ALUS.iter().map(|&a| Op::Alu(a)));
-    v.extend(CMPS.iter().map(|&c| Op::Set(c)));
-    v.push(Op::Sel);
-    for s in SPACES {
-        v.extend([Op::Ld(s), Op::St(s), Op::Atom(s)]);
-    }
-    v.extend(SHFLS.iter().map(|&s| Op::Shfl(s)));
-    v.extend([Op::Bra, Op::Bar, Op::Exit]);
-    v
+    Op::all(false)
 }
 
 /// Why a machine or program cannot be compiled.

@@ -209,6 +209,74 @@ impl Inst {
 /// Kernel parameters a launch may pass (each is a read-only register row per thread).
 pub const MAX_PARAMS: usize = 8;
 
+/// An instruction's operation, its operands aside: what a compiled machine's opcode names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Nop,
+    Mov,
+    Alu(Alu),
+    Set(Cmp),
+    Sel,
+    Ld(Space),
+    St(Space),
+    Atom(Space),
+    Shfl(Shfl),
+    S2R(Special),
+    Bra,
+    Bar,
+    Exit,
+}
+
+impl Op {
+    /// Every operation in opcode order; with `specials`, an `S2R` for each special register and
+    /// parameter before the terminators (the second machine's ROM has them; the first reads
+    /// specials as moves from their rows).
+    pub fn all(specials: bool) -> Vec<Op> {
+        let mut v = alloc::vec![Op::Nop, Op::Mov];
+        v.extend(ALUS.iter().map(|&a| Op::Alu(a)));
+        v.extend(CMPS.iter().map(|&c| Op::Set(c)));
+        v.push(Op::Sel);
+        for s in SPACES {
+            v.extend([Op::Ld(s), Op::St(s), Op::Atom(s)]);
+        }
+        v.extend(SHFLS.iter().map(|&s| Op::Shfl(s)));
+        if specials {
+            v.extend(SPECIALS.iter().map(|&s| Op::S2R(s)));
+            v.extend((0..MAX_PARAMS as u8).map(|i| Op::S2R(Special::Param(i))));
+        }
+        v.extend([Op::Bra, Op::Bar, Op::Exit]);
+        v
+    }
+}
+
+/// Every value of each operand enum, in the order the compiled machines number them.
+pub const SPECIALS: [Special; 5] = [Special::Tid, Special::Ntid, Special::Ctaid, Special::Nctaid, Special::LaneId];
+pub const ALUS: [Alu; 19] = [
+    Alu::Add,
+    Alu::Sub,
+    Alu::Mul,
+    Alu::MulHiS,
+    Alu::MulHiU,
+    Alu::DivS,
+    Alu::DivU,
+    Alu::RemS,
+    Alu::RemU,
+    Alu::And,
+    Alu::Or,
+    Alu::Xor,
+    Alu::Shl,
+    Alu::Shr,
+    Alu::Sra,
+    Alu::MinS,
+    Alu::MaxS,
+    Alu::MinU,
+    Alu::MaxU,
+];
+pub const CMPS: [Cmp; 10] =
+    [Cmp::Eq, Cmp::Ne, Cmp::LtS, Cmp::LeS, Cmp::GtS, Cmp::GeS, Cmp::LtU, Cmp::LeU, Cmp::GtU, Cmp::GeU];
+pub const SHFLS: [Shfl; 4] = [Shfl::Idx, Shfl::Up, Shfl::Down, Shfl::Bfly];
+pub const SPACES: [Space; 2] = [Space::Global, Space::Shared];
+
 /// A program: its ROM blocks.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Program {

@@ -17,7 +17,7 @@
 //! into it (the interpreter adds them with wrapping, so the address is the same); [`normal`]
 //! folds an instruction the same way, and `decode(encode(i)) == normal(i)`.
 
-use super::isa::{Alu, Cmp, Inst, Shfl, Space, Special, Src, MAX_PARAMS};
+use super::isa::{Inst, Op, Special, Src, MAX_PARAMS};
 use alloc::vec::Vec;
 
 /// Words per instruction.
@@ -35,64 +35,9 @@ pub enum ImageError {
     Length(usize),
 }
 
-const ALUS: [Alu; 19] = [
-    Alu::Add,
-    Alu::Sub,
-    Alu::Mul,
-    Alu::MulHiS,
-    Alu::MulHiU,
-    Alu::DivS,
-    Alu::DivU,
-    Alu::RemS,
-    Alu::RemU,
-    Alu::And,
-    Alu::Or,
-    Alu::Xor,
-    Alu::Shl,
-    Alu::Shr,
-    Alu::Sra,
-    Alu::MinS,
-    Alu::MaxS,
-    Alu::MinU,
-    Alu::MaxU,
-];
-const CMPS: [Cmp; 10] =
-    [Cmp::Eq, Cmp::Ne, Cmp::LtS, Cmp::LeS, Cmp::GtS, Cmp::GeS, Cmp::LtU, Cmp::LeU, Cmp::GtU, Cmp::GeU];
-const SHFLS: [Shfl; 4] = [Shfl::Idx, Shfl::Up, Shfl::Down, Shfl::Bfly];
-const SPECIALS: [Special; 5] = [Special::Tid, Special::Ntid, Special::Ctaid, Special::Nctaid, Special::LaneId];
-
-/// What an opcode names, in opcode order from 0.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
-    Nop,
-    Mov,
-    Alu(Alu),
-    Set(Cmp),
-    Sel,
-    Ld(Space),
-    St(Space),
-    Atom(Space),
-    Shfl(Shfl),
-    S2R(Special),
-    Bra,
-    Bar,
-    Exit,
-}
-
 /// Every opcode's meaning: index `i` is opcode `i`.
 pub fn opcodes() -> Vec<Op> {
-    let mut v = alloc::vec![Op::Nop, Op::Mov];
-    v.extend(ALUS.iter().map(|&a| Op::Alu(a)));
-    v.extend(CMPS.iter().map(|&c| Op::Set(c)));
-    v.push(Op::Sel);
-    for s in [Space::Global, Space::Shared] {
-        v.extend([Op::Ld(s), Op::St(s), Op::Atom(s)]);
-    }
-    v.extend(SHFLS.iter().map(|&s| Op::Shfl(s)));
-    v.extend(SPECIALS.iter().map(|&s| Op::S2R(s)));
-    v.extend((0..MAX_PARAMS as u8).map(|i| Op::S2R(Special::Param(i))));
-    v.extend([Op::Bra, Op::Bar, Op::Exit]);
-    v
+    Op::all(true)
 }
 
 /// The opcode of `op`.
@@ -250,7 +195,7 @@ pub fn block_words(block: &[Inst]) -> Result<Vec<u16>, ImageError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::qwengpu::isa::MachineSpec;
+    use crate::qwengpu::isa::{Alu, MachineSpec, Shfl, Space};
     use crate::qwengpu::suite;
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
