@@ -129,7 +129,15 @@ impl Matrix {
     /// every column: a skipped product (a zero weight, or a zero `x_c`) is ±0 for finite `x`, and
     /// a sum that starts at +0 is never −0 (+0 + −0 is +0), so ±0 leaves it as it is.
     pub fn matvec(&self, x: &[f32]) -> Vec<f32> {
-        let mut y = vec![0.0f32; self.rows];
+        let mut y = Vec::new();
+        self.matvec_into(x, &mut y);
+        y
+    }
+
+    /// [`Self::matvec`] into `y`'s allocation.
+    pub fn matvec_into(&self, x: &[f32], y: &mut Vec<f32>) {
+        y.clear();
+        y.resize(self.rows, 0.0);
         for (col, &xc) in self.columns.iter().zip(x) {
             if xc != 0.0 {
                 for &(r, w) in col {
@@ -137,7 +145,6 @@ impl Matrix {
                 }
             }
         }
-        y
     }
 }
 
@@ -212,16 +219,27 @@ impl DeltaNetWeights {
 /// the convolution's last `CONV − 1` inputs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeltaNet {
-    pub w: DeltaNetWeights,
+    w: DeltaNetWeights,
     pub state: Vec<f32>,
     conv_history: Vec<Vec<f32>>,
+    /// The buffer the next input's projection goes into (the oldest input's, recycled): a
+    /// machine layer's projections are hundreds of thousands of channels.
+    spare: Vec<f32>,
+    /// Whether every channel's taps are `(0, …, 0, 1)`, as in every machine layer: then a
+    /// channel is `silu(+0 + x)` of its projection `x` alone.
+    identity: bool,
 }
 
 impl DeltaNet {
     pub fn new(w: DeltaNetWeights) -> Self {
         let state = vec![0.0; w.heads * w.d_k * w.d_v];
         let conv_history = vec![vec![0.0; w.channels()]; CONV - 1];
-        DeltaNet { w, state, conv_history }
+        let identity = w.conv.chunks_exact(CONV).all(|t| t[..CONV - 1].iter().all(|&t| t == 0.0) && t[CONV - 1] == 1.0);
+        DeltaNet { w, state, conv_history, spare: Vec::new(), identity }
+    }
+
+    pub fn weights(&self) -> &DeltaNetWeights {
+        &self.w
     }
 
     /// Row `i` of head `h`'s state.
@@ -235,26 +253,28 @@ impl DeltaNet {
         let w = &self.w;
         let (h_n, dk, dv) = (w.heads, w.d_k, w.d_v);
         // Projections, then the causal depthwise convolution over the last CONV inputs + SiLU.
-        let qkv_in = w.w_qkv.matvec(x);
-        let history = &self.conv_history;
-        let qkv: Vec<f32> = w
-            .conv
-            .chunks_exact(CONV)
-            .zip(&qkv_in)
-            .enumerate()
-            .map(|(c, (taps, &now))| {
-                // Where the earlier taps are 0 the past adds up to +0 (for finite inputs), so it
-                // need not be read.
-                let past = if taps[..CONV - 1].iter().all(|&t| t == 0.0) {
-                    0.0
-                } else {
-                    (0..CONV - 1).fold(0.0, |acc, j| acc + taps[j] * history[j][c])
-                };
-                silu(past + taps[CONV - 1] * now)
-            })
-            .collect();
-        self.conv_history.remove(0);
-        self.conv_history.push(qkv_in);
+        let mut qkv_in = core::mem::take(&mut self.spare);
+        w.w_qkv.matvec_into(x, &mut qkv_in);
+        // With identity taps only the projection matters, and a channel at or below −89 is
+        // silu's −0 (exp(89) overflows): such channels, and ±0 ones, reach nothing (see the
+        // keys below), so the heads read the projection directly and skip them.
+        let identity = self.identity;
+        let qkv: Vec<f32> = if identity {
+            Vec::new()
+        } else {
+            let history = &self.conv_history;
+            w.conv
+                .chunks_exact(CONV)
+                .zip(&qkv_in)
+                .enumerate()
+                .map(|(c, (taps, &now))| {
+                    let past = (0..CONV - 1).fold(0.0, |acc, j| acc + taps[j] * history[j][c]);
+                    silu(past + taps[CONV - 1] * now)
+                })
+                .collect()
+        };
+        let src: &[f32] = if identity { &qkv_in } else { &qkv };
+        let act = |x: f32| if identity { silu(0.0 + x) } else { x };
         let z = w.w_z.matvec(x);
         let b = w.w_b.matvec(x);
         let a = w.w_a.matvec(x);
@@ -267,13 +287,15 @@ impl DeltaNet {
             // change only the sign of a zero entry, and that sign reaches nothing (every read of
             // S is one of those sums).
             let l2 = |v: &[f32], scale: f32| {
-                let hot: Vec<(usize, f32)> = v.iter().copied().enumerate().filter(|&(_, x)| x != 0.0).collect();
+                let skip = |x: f32| x == 0.0 || (identity && x <= -89.0);
+                let hot: Vec<(usize, f32)> =
+                    v.iter().enumerate().filter(|&(_, &x)| !skip(x)).map(|(i, &x)| (i, act(x))).collect();
                 let n = rsqrt(hot.iter().fold(0.0, |acc, &(_, x)| acc + x * x) + 1e-6);
                 hot.into_iter().map(|(i, x)| (i, x * n * scale)).collect::<Vec<_>>()
             };
-            let q = l2(&qkv[h * dk..(h + 1) * dk], 1.0 / (dk as f32).sqrt());
-            let k = l2(&qkv[h_n * dk + h * dk..h_n * dk + (h + 1) * dk], 1.0);
-            let v = &qkv[2 * h_n * dk + h * dv..2 * h_n * dk + (h + 1) * dv];
+            let q = l2(&src[h * dk..(h + 1) * dk], 1.0 / (dk as f32).sqrt());
+            let k = l2(&src[h_n * dk + h * dk..h_n * dk + (h + 1) * dk], 1.0);
+            let v: Vec<f32> = src[2 * h_n * dk + h * dv..2 * h_n * dk + (h + 1) * dv].iter().map(|&x| act(x)).collect();
             let beta = sigmoid(b[h]);
             let alpha = (-w.a_log[h].exp() * softplus(a[h] + w.dt_bias[h])).exp();
             let s = &mut self.state[h * dk * dv..(h + 1) * dk * dv];
@@ -295,6 +317,13 @@ impl DeltaNet {
             let n = rsqrt(o.iter().fold(0.0, |acc, x| acc + x * x) / dv as f32 + w.eps);
             out.extend((0..dv).map(|j| o[j] * n * w.norm[j] * silu(z[h * dv + j])));
         }
-        w.w_out.matvec(&out)
+        let y = w.w_out.matvec(&out);
+        if identity {
+            self.spare = qkv_in;
+        } else {
+            self.spare = self.conv_history.remove(0);
+            self.conv_history.push(qkv_in);
+        }
+        y
     }
 }

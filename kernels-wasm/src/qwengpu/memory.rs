@@ -194,6 +194,6 @@ mod tests {
                 }
             }
         }
-        assert_eq!(mem.w.parameters(), weights().parameters());
+        assert_eq!(mem.weights().parameters(), weights().parameters());
     }
 }
