@@ -2,15 +2,16 @@
 //! writes `DIR/config.json` and `DIR/model.safetensors`; `qwengpu drift --load DIR` runs from them.
 //!
 //! - **config.json** names the format, the text model's shape, the stream (width, bias and flag
-//!   channels, ε), the layer list in order (13 compiled SwiGLU layers, then the text's decoder
-//!   layers) with each compiled layer's dense shapes and nonzero count, the vocabulary (text
-//!   tokens, then VAL and record tokens and the channels of their fields) and where the ALU's
-//!   operands and results sit.
+//!   channels, ε), the layer list in order (the compiled SwiGLU and Gated DeltaNet layers, then
+//!   the text's decoder layers) with each compiled layer's dense shapes and nonzero count, the
+//!   vocabulary (text tokens, then VAL and record tokens and the channels of their fields), the
+//!   slot counter's and the register file's channels, and where the ALU's operands and results
+//!   sit.
 //! - **model.safetensors** holds every tensor as F32 (the text's dequantised values are exact in
 //!   f32, so the checkpoint runs bit for bit as the model it came from). The compiled matrices
 //!   are sparse: each is three tensors, `.rows` and `.cols` (U32) and `.values` (F32), one entry
-//!   per nonzero weight in the order the executor sums them; their dense shapes are in
-//!   config.json. The machine tokens' embedding and head rows are stored the same way.
+//!   per nonzero weight (the executor sums each row in column order whatever the file's order);
+//!   their dense shapes are in config.json. The machine tokens' embedding and head rows are stored the same way.
 //!
 //! Loading checks everything a hostile file could get wrong (a missing or misshapen tensor, an
 //! index past its dense shape, a vocabulary that does not add up) and names it.
