@@ -65,17 +65,6 @@ impl Matrix {
         Matrix { rows, cols, columns: vec![Vec::new(); cols] }
     }
 
-    /// From a row-major dense matrix of `cols` columns (a partial last row is dropped).
-    pub fn from_dense(w: &[f32], cols: usize) -> Matrix {
-        let mut m = Matrix::zeros(w.len() / cols.max(1), cols);
-        for (r, row) in w.chunks_exact(cols.max(1)).enumerate() {
-            for (c, &v) in row.iter().enumerate().filter(|(_, &v)| v != 0.0) {
-                m.columns[c].push((r as u32, v));
-            }
-        }
-        m
-    }
-
     pub fn rows(&self) -> usize {
         self.rows
     }
@@ -178,23 +167,30 @@ impl DeltaNetWeights {
         self.heads * (2 * self.d_k + self.d_v)
     }
 
+    /// The projections by name (a checkpoint stores them under these).
+    pub fn matrices(&self) -> [(&'static str, &Matrix); 5] {
+        [("w_qkv", &self.w_qkv), ("w_z", &self.w_z), ("w_b", &self.w_b), ("w_a", &self.w_a), ("w_out", &self.w_out)]
+    }
+
+    /// The per-head vectors, the convolution taps and the norm weights.
+    fn vectors(&self) -> [&[f32]; 4] {
+        [&self.a_log, &self.dt_bias, &self.conv, &self.norm]
+    }
+
     /// The projections' entries, as dense matrices.
     pub fn matrix_parameters(&self) -> usize {
-        [&self.w_qkv, &self.w_z, &self.w_b, &self.w_a, &self.w_out].iter().map(|m| m.dense_len()).sum()
+        self.matrices().iter().map(|(_, m)| m.dense_len()).sum()
     }
 
     /// Parameters, as a model card counts them (the matrices dense).
     pub fn parameters(&self) -> usize {
-        let vectors = [&self.a_log, &self.dt_bias, &self.conv, &self.norm];
-        self.matrix_parameters() + vectors.iter().map(|v| v.len()).sum::<usize>()
+        self.matrix_parameters() + self.vectors().iter().map(|v| v.len()).sum::<usize>()
     }
 
     /// Nonzero parameters.
     pub fn nonzero(&self) -> usize {
-        let matrices = [&self.w_qkv, &self.w_z, &self.w_b, &self.w_a, &self.w_out];
-        let vectors = [&self.a_log, &self.dt_bias, &self.conv, &self.norm];
-        matrices.iter().map(|m| m.nonzero()).sum::<usize>()
-            + vectors.iter().flat_map(|v| v.iter()).filter(|&&v| v != 0.0).count()
+        self.matrices().iter().map(|(_, m)| m.nonzero()).sum::<usize>()
+            + self.vectors().iter().flat_map(|v| v.iter()).filter(|&&v| v != 0.0).count()
     }
 
     /// That every tensor has the size the shape gives, over a stream of `d_model` channels (so a
@@ -216,7 +212,7 @@ impl DeltaNetWeights {
 }
 
 /// A layer with its recurrent state: `S` per head (`d_k × d_v`, row i is key i's value) and
-/// the convolution's last `CONV − 1` inputs.
+/// the convolution's last `CONV − 1` inputs (none with identity taps, which do not read them).
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeltaNet {
     w: DeltaNetWeights,
@@ -233,8 +229,8 @@ pub struct DeltaNet {
 impl DeltaNet {
     pub fn new(w: DeltaNetWeights) -> Self {
         let state = vec![0.0; w.heads * w.d_k * w.d_v];
-        let conv_history = vec![vec![0.0; w.channels()]; CONV - 1];
         let identity = w.conv.chunks_exact(CONV).all(|t| t[..CONV - 1].iter().all(|&t| t == 0.0) && t[CONV - 1] == 1.0);
+        let conv_history = if identity { Vec::new() } else { vec![vec![0.0; w.channels()]; CONV - 1] };
         DeltaNet { w, state, conv_history, spare: Vec::new(), identity }
     }
 

@@ -72,8 +72,8 @@ pub struct Head {
 }
 
 impl Head {
-    /// A head that writes where every head of `write` writes, whenever `write_when` holds, and
-    /// reads `read` into `out`.
+    /// A head that writes at the stream's one-hot groups from `write` whenever every channel of
+    /// `write_when` is 1, and reads `read` into `out` (with no read condition).
     pub fn new(write: &[usize], write_when: &[usize], read: Vec<Digit>, out: usize) -> Head {
         let write = write.iter().map(|&s| Digit::Stream(s)).collect();
         Head { write, write_when: write_when.to_vec(), read, read_when: Vec::new(), out }

@@ -233,30 +233,30 @@ impl RegisterFile {
         let mut l = Layer::default();
         let entry = self.at(self.entry());
         one_hot(&mut l, &[(entry, 1.0)], &(0..s.regs).map(|r| Some(self.at(self.reg() + r))).collect::<Vec<_>>());
-        let per_mask = 2 * s.lanes;
-        let targets: Vec<Option<usize>> = (0..per_mask << s.lanes)
-            .map(|c| {
-                let (mask, rank, half) = (c / per_mask, c % per_mask / 2, c % 2);
-                let lane = (0..s.lanes).filter(|l| mask & 1 << l != 0).nth(rank)?;
-                Some(self.at(self.lane_half() + 2 * lane + half))
-            })
-            .collect();
-        let mask = self.at(self.record + 2);
-        one_hot(&mut l, &[(mask, per_mask as f32), (entry + 1, 1.0)], &targets);
+        let mask = (self.at(self.record + 2), (2 * s.lanes) as f32);
+        one_hot(&mut l, &[mask, (entry + 1, 1.0)], &self.by_rank(|lane, half| self.lane_half() + 2 * lane + half));
         // The next slot's lane, once per half: the same decode on the next entry, each value
         // sent to `(lane, half)` whatever the entry's own half.
         let next = self.at(self.next_entry());
         for half in 0..2 {
-            let targets: Vec<Option<usize>> = (0..per_mask << s.lanes)
-                .map(|c| {
-                    let (mask, rank) = (c / per_mask, c % per_mask / 2);
-                    let lane = (0..s.lanes).filter(|l| mask & 1 << l != 0).nth(rank)?;
-                    Some(self.at(self.next_lane(half) + 2 * lane + half))
-                })
-                .collect();
-            one_hot(&mut l, &[(mask, per_mask as f32), (next + 1, 1.0)], &targets);
+            let targets = self.by_rank(|lane, _| self.next_lane(half) + 2 * lane + half);
+            one_hot(&mut l, &[mask, (next + 1, 1.0)], &targets);
         }
         l.shifted(self.one)
+    }
+
+    /// For each value of `c = 2·lanes·mask + 2·rank + half`, the channel `to(lane, half)` of the
+    /// lane that the rank-th set bit of the mask names (relative to the bias), or `None` where
+    /// the mask has fewer lanes.
+    fn by_rank(&self, to: impl Fn(usize, usize) -> usize) -> Vec<Option<usize>> {
+        let lanes = self.shape.lanes;
+        (0..(2 * lanes) << lanes)
+            .map(|c| {
+                let (mask, rank, half) = (c / (2 * lanes), c % (2 * lanes) / 2, c % 2);
+                let lane = (0..lanes).filter(|l| mask & 1 << l != 0).nth(rank)?;
+                Some(self.at(to(lane, half)))
+            })
+            .collect()
     }
 
     /// The register file's layout: rows `warp × (lane, half) × register`, written at exec tokens

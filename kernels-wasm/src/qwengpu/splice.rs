@@ -198,18 +198,18 @@ impl Splice {
         // After the vocabulary: the slot counter's count, its one-hot slots and the step's
         // record, the register file's channels, then the flag.
         let count = alu.channels + local_vocab.channels().len();
-        let registers = |one: usize, v: &Vocab, count: usize, d_model| RegisterFile {
+        let vocab = Vocab::on(h + alu.channels, h);
+        let rf = RegisterFile {
             shape: Shape::of(&MachineSpec::default()),
-            d_model,
-            one,
-            kind: v.kind,
-            val: v.val.map(|f| f.channel),
-            record: count + 1 + SLOTS,
-            slot: count + 1,
-            first: count + 1 + SLOTS + 3,
+            d_model: width,
+            one: h,
+            kind: vocab.kind,
+            val: vocab.val.map(|f| f.channel),
+            record: h + count + 1 + SLOTS,
+            slot: h + count + 1,
+            first: h + count + 1 + SLOTS + 3,
         };
-        let local_registers = registers(0, &local_vocab, count, width - h);
-        let need = local_registers.first + local_registers.len() + 1;
+        let need = rf.first - h + rf.len() + 1;
         if need > width - h {
             return Err(SpliceError::Narrow { need, hidden: h, have: width - h });
         }
@@ -218,7 +218,6 @@ impl Splice {
         for (i, f) in local_vocab.val.iter().enumerate() {
             feed.pass(&[(f.channel, 1.0)], &[(alu.a + i, 1.0), (alu.b + 2 + i, 1.0)]);
         }
-        let vocab = Vocab::on(h + alu.channels, h);
         let counter = |one, v: &Vocab, count| {
             let record_in = v.record.map(|f| f.channel);
             let (slot, record) = (count + 1, count + 1 + SLOTS);
@@ -228,11 +227,11 @@ impl Splice {
         // it); the register file's three layers follow it.
         let mut first = alu.layers.first().cloned().unwrap_or_default();
         first.units.extend(counter(0, &local_vocab, count).decode().units);
-        first.units.extend(local_registers.decode().units);
-        let rf = registers(h, &vocab, h + count, width);
+        let mut first = first.shifted(h);
+        first.units.extend(rf.decode().units);
         let mut layers = vec![Compiled::SwiGlu(feed.shifted(h))];
         layers.push(Compiled::DeltaNet(Box::new(counter(h, &vocab, h + count).weights())));
-        layers.push(Compiled::SwiGlu(first.shifted(h)));
+        layers.push(Compiled::SwiGlu(first));
         layers.push(Compiled::DeltaNet(Box::new(rf.image())));
         layers.push(Compiled::SwiGlu(rf.address()));
         layers.push(Compiled::DeltaNet(Box::new(rf.file())));
@@ -258,9 +257,9 @@ impl Splice {
             flag_value: FLAG,
             vocab,
             layers,
-            slot: h + count + 1,
+            slot: rf.slot,
             slots: SLOTS,
-            step_record: h + count + 1 + SLOTS,
+            step_record: rf.record,
             registers: rf,
             alu_a,
             alu_b,

@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 
 mod deltanet;
 
-use deltanet::{deltanet_matrices, deltanet_vectors, read_deltanet};
+use deltanet::{deltanet_vectors, read_deltanet};
 
 pub const FORMAT: &str = "substrates-qwengpu-spliced";
 /// 2: the register file's channels (`register_file`) and its three layers.
@@ -265,7 +265,7 @@ pub fn write(
                 }
             }
             Compiled::DeltaNet(d) => {
-                for (part, m) in deltanet_matrices(d) {
+                for (part, m) in d.matrices() {
                     t.extend(sparse(&format!("machine.{i}.{part}"), &m.triplets().collect::<Vec<_>>())?);
                 }
                 for (part, v, shape) in deltanet_vectors(d) {

@@ -5,11 +5,6 @@ use super::{DeltaNetShape, Tensors};
 use anyhow::{ensure, Result};
 use kernels_wasm::qwengpu::deltanet::{DeltaNetWeights, Matrix, CONV};
 
-/// A Gated DeltaNet's matrices by name: stored sparse.
-pub(super) fn deltanet_matrices(d: &DeltaNetWeights) -> [(&'static str, &Matrix); 5] {
-    [("w_qkv", &d.w_qkv), ("w_z", &d.w_z), ("w_b", &d.w_b), ("w_a", &d.w_a), ("w_out", &d.w_out)]
-}
-
 /// Its small tensors (name, values, shape): stored dense.
 pub(super) fn deltanet_vectors(d: &DeltaNetWeights) -> [(&'static str, &[f32], Vec<usize>); 4] {
     [
