@@ -105,6 +105,8 @@ pub fn run(args: Args) -> Result<()> {
                 "qwengpu::limb",
                 "--skip",
                 "qwengpu::register_file",
+                "--skip",
+                "qwengpu::exec",
             ],
             &[],
         );

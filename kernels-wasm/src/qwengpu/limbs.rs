@@ -98,9 +98,14 @@ impl Layer {
 
     /// The same layer with every channel (the bias too) moved up by `offset`.
     pub fn shifted(&self, offset: usize) -> Layer {
-        let shift = |w: &[(usize, f32)]| w.iter().map(|&(c, v)| (c + offset, v)).collect();
+        self.mapped(|c| c + offset)
+    }
+
+    /// The same layer with every channel `c` moved to `to(c)`.
+    pub fn mapped(&self, to: impl Fn(usize) -> usize) -> Layer {
+        let map = |w: &[(usize, f32)]| w.iter().map(|&(c, v)| (to(c), v)).collect();
         let units =
-            self.units.iter().map(|u| Unit { gate: shift(&u.gate), up: shift(&u.up), down: shift(&u.down) }).collect();
+            self.units.iter().map(|u| Unit { gate: map(&u.gate), up: map(&u.up), down: map(&u.down) }).collect();
         Layer { units }
     }
 
@@ -117,6 +122,23 @@ impl Layer {
             g
         };
         self.difference([gate(129.0), gate(128.0)], down);
+    }
+
+    /// `targets[v]` gets 1 for the integer `v = Σ terms` in `0..targets.len()` (nothing where it
+    /// is `None`): the step `[v ≥ t]` adds 1 to `targets[t]` and takes 1 from `targets[t − 1]`,
+    /// so a target's sum telescopes to `[v ≥ t] − [v ≥ t + 1]` (over each run of equal targets,
+    /// its first `t` and one past its last). A `v` past the end lights the last target unless it
+    /// is `None`.
+    pub(super) fn one_hot(&mut self, terms: &[(usize, f32)], targets: &[Option<usize>]) {
+        for (t, &target) in targets.iter().enumerate() {
+            let below = t.checked_sub(1).and_then(|b| targets[b]);
+            if target == below {
+                continue;
+            }
+            let down: Vec<(usize, f32)> =
+                target.map(|c| (c, 1.0)).into_iter().chain(below.map(|c| (c, -1.0))).collect();
+            self.step(terms, t as f32, &down);
+        }
     }
 
     /// `Σ terms` (an integer above −128) added to `down`: `silu(s + 256) − silu(256)`.

@@ -36,6 +36,8 @@ pub mod control_rows;
 #[cfg(feature = "std")]
 pub mod deltanet;
 #[cfg(feature = "std")]
+pub mod exec;
+#[cfg(feature = "std")]
 pub mod head;
 mod inline;
 pub mod interp;

@@ -180,8 +180,8 @@ impl RegisterFile {
         let s = self.shape;
         let mut l = Layer::default();
         let [warp, block, mask] = [0, 1, 2].map(|i| self.at(self.record + i));
-        one_hot(&mut l, &[(block, 1.0)], &(0..s.blocks).map(|b| Some(self.at(self.block() + b))).collect::<Vec<_>>());
-        one_hot(&mut l, &[(warp, 1.0)], &(0..s.warps).map(|w| Some(self.at(self.warp() + w))).collect::<Vec<_>>());
+        l.one_hot(&[(block, 1.0)], &(0..s.blocks).map(|b| Some(self.at(self.block() + b))).collect::<Vec<_>>());
+        l.one_hot(&[(warp, 1.0)], &(0..s.warps).map(|w| Some(self.at(self.warp() + w))).collect::<Vec<_>>());
         let kind = self.at(self.kind);
         // Image: [−kind − mask ≥ 0], a VAL token (kind 0) under a mask of 0. Exec:
         // [mask − 2^lanes·kind ≥ 1], a VAL token under a mask with lanes.
@@ -232,15 +232,15 @@ impl RegisterFile {
         let s = self.shape;
         let mut l = Layer::default();
         let entry = self.at(self.entry());
-        one_hot(&mut l, &[(entry, 1.0)], &(0..s.regs).map(|r| Some(self.at(self.reg() + r))).collect::<Vec<_>>());
+        l.one_hot(&[(entry, 1.0)], &(0..s.regs).map(|r| Some(self.at(self.reg() + r))).collect::<Vec<_>>());
         let mask = (self.at(self.record + 2), (2 * s.lanes) as f32);
-        one_hot(&mut l, &[mask, (entry + 1, 1.0)], &self.by_rank(|lane, half| self.lane_half() + 2 * lane + half));
+        l.one_hot(&[mask, (entry + 1, 1.0)], &self.by_rank(|lane, half| self.lane_half() + 2 * lane + half));
         // The next slot's lane, once per half: the same decode on the next entry, each value
         // sent to `(lane, half)` whatever the entry's own half.
         let next = self.at(self.next_entry());
         for half in 0..2 {
             let targets = self.by_rank(|lane, _| self.next_lane(half) + 2 * lane + half);
-            one_hot(&mut l, &[mask, (next + 1, 1.0)], &targets);
+            l.one_hot(&[mask, (next + 1, 1.0)], &targets);
         }
         l.shifted(self.one)
     }
@@ -363,19 +363,6 @@ impl RegisterFile {
 /// The registers of a bit set, in order.
 fn live_regs(set: u32) -> Vec<usize> {
     (0..32).filter(|r| set & 1 << r != 0).collect()
-}
-
-/// `targets[v]` gets 1 for the integer `v = Σ terms` in `0..targets.len()` (nothing where it is
-/// `None`): the step `[v ≥ t]` adds 1 to `targets[t]` and takes 1 from `targets[t − 1]`, so a
-/// target's sum telescopes to `[v ≥ t] − [v ≥ t + 1]`.
-fn one_hot(l: &mut Layer, terms: &[(usize, f32)], targets: &[Option<usize>]) {
-    for (t, &target) in targets.iter().enumerate() {
-        let below = t.checked_sub(1).and_then(|b| targets[b]);
-        let down: Vec<(usize, f32)> = target.map(|c| (c, 1.0)).into_iter().chain(below.map(|c| (c, -1.0))).collect();
-        if !down.is_empty() {
-            l.step(terms, t as f32, &down);
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,257 @@
+//! One lane's block on the second machine (issue #22, `docs/qwengpu-second-machine.md` §9): the
+//! held block's instructions, decoded from their ROM words (`program_image`), run one after the
+//! other on the lane's registers in the stream, by SwiGLU layers only.
+//!
+//! Inputs, as the register file leaves them at a position (`register_file`): the block's ROM
+//! words (per word its two limbs and the set limb) and a lane's registers, four limbs each. The
+//! executor rewrites those register channels in place: after its layers they hold the registers
+//! after the block, for every instruction it computes.
+//!
+//! 1. **Decode** (one layer, every instruction at once: it reads only ROM words): per instruction
+//!    a flag per result *source* (`mov`, `sel`, each operation of the ALU), one-hot `a`, `b`, `c`,
+//!    `d` registers and the two immediate flags. An opcode the executor does not compute lights
+//!    no source, so its instruction writes nothing.
+//! 2. **Per instruction** (`1 + alu + 1` layers):
+//!    - *operands*: `A = Σ_r [a = r ∧ ¬imm_a] · reg_r + [imm_a] · imm_a` limb by limb (one gated
+//!      unit a limb and term, `Layer::gated`'s trick with an AND in the gate), `B` likewise, and
+//!      `C = reg_c` for `sel`. The same layer clears what the previous instruction left in the
+//!      ALU's channels (a unit `silu(256) · x/256` sent with weight −1 gives back exactly `x`);
+//!    - *the ALU* (`limb_alu`): every operation side by side on `A`, `B`; beside its first two
+//!      layers `nz = [Σ C ≥ 1]` and `sel = nz ? A : B`;
+//!    - *writeback*: `reg_r += [d = r ∧ source s] · (result_s − reg_r)` for every register and
+//!      source, one unit a limb: exactly one source flag is set, so at most one unit of a
+//!      register's limb fires, and it replaces the limb.
+//!
+//! Every channel is a small integer after §2's norm, so every unit is exact, as in `limbs`.
+//! Terminators write no register and are computed as nothing; so are the instructions the
+//! executor does not compute yet (`supports` says which), which the tests leave out.
+
+use super::isa::{Alu, Inst, Op as IsaOp};
+use super::limb_alu::{AluStack, Op};
+use super::limbs::{Layer, Unit, LIMBS};
+use super::program_image::{opcodes, WORDS};
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// Where a result comes from: `mov`'s is `A`, `sel`'s its own channels, the rest the ALU's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Mov,
+    Sel,
+    Alu(Op),
+}
+
+impl Source {
+    fn of(op: IsaOp, alu: &AluStack) -> Option<Source> {
+        let s = match op {
+            IsaOp::Mov => Source::Mov,
+            IsaOp::Sel => Source::Sel,
+            IsaOp::Alu(a) => Source::Alu(Op::Alu(a)),
+            IsaOp::Set(c) => Source::Alu(Op::Cmp(c)),
+            _ => return None,
+        };
+        match s {
+            Source::Alu(op) if !alu.results.iter().any(|&(o, _)| o == op) => None,
+            s => Some(s),
+        }
+    }
+}
+
+/// Whether the executor computes `inst`'s effect on the registers: moves, the ALU's operations
+/// (not the divisions), comparisons, selects; and the terminators, which write none.
+pub fn supports(inst: &Inst) -> bool {
+    match *inst {
+        Inst::Mov { .. } | Inst::Set { .. } | Inst::Sel { .. } => true,
+        Inst::Alu { op, .. } => !matches!(op, Alu::DivS | Alu::DivU | Alu::RemS | Alu::RemU),
+        Inst::Bra { .. } | Inst::Bar | Inst::Exit => true,
+        _ => false,
+    }
+}
+
+/// The executor's channels in a stream whose bias is `one`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Exec {
+    pub one: usize,
+    /// The held block's ROM words: three channels each (low limb, high limb, set).
+    pub rom: usize,
+    /// The lane's registers, four limbs each (low first), rewritten in place.
+    pub local: usize,
+    pub regs: usize,
+    /// Instructions per block.
+    pub block_len: usize,
+    /// Its own channels from here ([`Self::len`]).
+    pub first: usize,
+}
+
+/// The layers, and the sources in the order their flags are laid out.
+pub struct Built {
+    pub decode: Layer,
+    /// Each instruction's layers, one after the other.
+    pub stages: Vec<Layer>,
+    pub sources: Vec<Source>,
+}
+
+/// One instruction's decoded fields (channels relative to the bias).
+#[derive(Debug, Clone, Copy)]
+struct Fields {
+    sources: usize,
+    a: usize,
+    b: usize,
+    c: usize,
+    d: usize,
+    imm: [usize; 2],
+}
+
+impl Exec {
+    fn sources(alu: &AluStack) -> Vec<Source> {
+        let mut v = vec![Source::Mov, Source::Sel];
+        v.extend(alu.results.iter().map(|&(op, _)| Source::Alu(op)));
+        v
+    }
+
+    /// Channels one instruction's decoded fields take.
+    fn field_len(&self, sources: usize) -> usize {
+        sources + 4 * self.regs + 2
+    }
+
+    fn fields(&self, i: usize, sources: usize) -> Fields {
+        let base = self.first - self.one + i * self.field_len(sources);
+        let a = base + sources;
+        let (b, c, d) = (a + self.regs, a + 2 * self.regs, a + 3 * self.regs);
+        Fields { sources: base, a, b, c, d, imm: [a + 4 * self.regs, a + 4 * self.regs + 1] }
+    }
+
+    /// The ALU's channel `c` (its own numbering: 0 the bias) in this stream, relative to the bias.
+    fn alu_channel(&self, c: usize, sources: usize) -> usize {
+        match c {
+            0 => 0,
+            c => self.first - self.one + self.block_len * self.field_len(sources) + c - 1,
+        }
+    }
+
+    /// `sel`'s `C`, `nz` and result, after the ALU's channels.
+    fn sel(&self, alu: &AluStack, sources: usize) -> [usize; 3] {
+        let c = self.alu_channel(alu.channels, sources);
+        [c, c + LIMBS, c + LIMBS + 1]
+    }
+
+    /// The channels from `first` on that this uses.
+    pub fn len(&self) -> usize {
+        let alu = AluStack::build();
+        self.sel(&alu, Self::sources(&alu).len())[2] + LIMBS - (self.first - self.one)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// ROM word `w` of instruction `i`, its low limb (relative to the bias).
+    fn word(&self, i: usize, w: usize) -> usize {
+        self.rom - self.one + 3 * (WORDS * i + w)
+    }
+
+    fn reg(&self, r: usize) -> usize {
+        self.local - self.one + LIMBS * r
+    }
+
+    pub fn build(&self) -> Built {
+        let alu = AluStack::build();
+        let sources = Self::sources(&alu);
+        let n = sources.len();
+        let mut decode = Layer::default();
+        let codes = opcodes();
+        for i in 0..self.block_len {
+            let f = self.fields(i, n);
+            let mut flags: Vec<Option<usize>> = codes
+                .iter()
+                .map(|&op| {
+                    Source::of(op, &alu).and_then(|s| sources.iter().position(|&t| t == s)).map(|k| f.sources + k)
+                })
+                .collect();
+            flags.push(None);
+            decode.one_hot(&[(self.word(i, 0), 1.0)], &flags);
+            let regs = |at: usize| (0..self.regs).map(|r| Some(at + r)).chain([None]).collect::<Vec<_>>();
+            decode.one_hot(&[(self.word(i, 0) + 1, 1.0)], &regs(f.d));
+            decode.one_hot(&[(self.word(i, 1), 1.0)], &regs(f.a));
+            decode.one_hot(&[(self.word(i, 1) + 1, 1.0)], &regs(f.b));
+            decode.one_hot(&[(self.word(i, 2), 1.0)], &regs(f.c));
+            // The flags byte's bits 0 and 1 (its highest bit is 8: values 0..16).
+            for (bit, to) in f.imm.into_iter().enumerate() {
+                let bits: Vec<Option<usize>> = (0..17).map(|v| (v < 16 && v >> bit & 1 == 1).then_some(to)).collect();
+                decode.one_hot(&[(self.word(i, 2) + 1, 1.0)], &bits);
+            }
+        }
+        let alu_layers: Vec<Layer> = alu.layers.iter().map(|l| l.mapped(|c| self.alu_channel(c, n))).collect();
+        let [a, b] = [alu.a, alu.b].map(|c| self.alu_channel(c, n));
+        let [c, nz, sel] = self.sel(&alu, n);
+        let result = |s: Source| match s {
+            Source::Mov => (a, LIMBS),
+            Source::Sel => (sel, LIMBS),
+            Source::Alu(op) => {
+                let at = alu.results.iter().find(|&&(o, _)| o == op).map_or(0, |&(_, c)| self.alu_channel(c, n));
+                (at, if matches!(op, Op::Cmp(_)) { 1 } else { LIMBS })
+            }
+        };
+        let mut stages = Vec::new();
+        for i in 0..self.block_len {
+            let f = self.fields(i, n);
+            let mut operands = Layer::default();
+            if i > 0 {
+                // What the previous instruction left: the ALU's channels and sel's.
+                let used = (1..alu.channels).map(|c| self.alu_channel(c, n)).chain(c..sel + LIMBS);
+                for ch in used {
+                    and_unit(&mut operands, &[], &[], vec![(ch, 1.0)], ch, -1.0);
+                }
+            }
+            for (to, reg, imm, imm_word) in [(a, f.a, f.imm[0], 4), (b, f.b, f.imm[1], 6)] {
+                for l in 0..LIMBS {
+                    for r in 0..self.regs {
+                        and_unit(&mut operands, &[reg + r], &[imm], vec![(self.reg(r) + l, 1.0)], to + l, 1.0);
+                    }
+                    let limb = self.word(i, imm_word + l / 2) + l % 2;
+                    and_unit(&mut operands, &[imm], &[], vec![(limb, 1.0)], to + l, 1.0);
+                }
+            }
+            for l in 0..LIMBS {
+                for r in 0..self.regs {
+                    and_unit(&mut operands, &[f.c + r], &[], vec![(self.reg(r) + l, 1.0)], c + l, 1.0);
+                }
+            }
+            let mut layers = vec![operands];
+            layers.extend(alu_layers.iter().cloned());
+            layers[1].step(&(0..LIMBS).map(|l| (c + l, 1.0)).collect::<Vec<_>>(), 1.0, &[(nz, 1.0)]);
+            layers[2].units.extend(super::limbs::select(nz, a, b, sel).units);
+            let mut writeback = Layer::default();
+            for (k, &s) in sources.iter().enumerate() {
+                let (at, limbs) = result(s);
+                for r in 0..self.regs {
+                    for l in 0..LIMBS {
+                        let mut up = vec![(self.reg(r) + l, -1.0)];
+                        if l < limbs {
+                            up.push((at + l, 1.0));
+                        }
+                        and_unit(&mut writeback, &[f.d + r, f.sources + k], &[], up, self.reg(r) + l, 1.0);
+                    }
+                }
+            }
+            layers.push(writeback);
+            stages.extend(layers);
+        }
+        let shift = |l: Layer| l.shifted(self.one);
+        Built { decode: shift(decode), stages: stages.into_iter().map(shift).collect(), sources }
+    }
+}
+
+/// A unit sending `Σ up` (integers, |Σ| < 2^16) times `k` to `to` when every channel of `on` is 1
+/// and every one of `off` is 0 (0/1 channels): the gate `512·(Σ on − Σ off − |on|) + 256` is
+/// 256 then, where silu is the identity, and at most −256 otherwise, where it is −0. The up
+/// weights are scaled by 1/256, which is exact, and `256 · (Σ up / 256)` gives the sum back.
+fn and_unit(layer: &mut Layer, on: &[usize], off: &[usize], up: Vec<(usize, f32)>, to: usize, k: f32) {
+    let mut gate: Vec<(usize, f32)> = on.iter().map(|&c| (c, 512.0)).chain(off.iter().map(|&c| (c, -512.0))).collect();
+    gate.push((0, 256.0 - 512.0 * on.len() as f32));
+    let up = up.into_iter().map(|(c, w)| (c, w / 256.0)).collect();
+    layer.units.push(Unit { gate, up, down: vec![(to, k)] });
+}
+
+#[cfg(test)]
+mod tests;

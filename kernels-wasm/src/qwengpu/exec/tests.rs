@@ -1,0 +1,197 @@
+use super::*;
+use crate::bitnet::random::Rng;
+use crate::qwengpu::interp::Machine;
+use crate::qwengpu::isa::{Cmp, MachineSpec, Src, ALUS, CMPS};
+use crate::qwengpu::limbs::{bias, limbs, word};
+use crate::qwengpu::program_image::block_words;
+use crate::qwengpu::suite;
+use alloc::string::String;
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+/// The stream: bias 0, the ROM words from 1, the lane's registers after them, the executor's
+/// channels from there.
+const D: usize = 4096;
+
+struct Lane {
+    exec: Exec,
+    built: Built,
+    order: Vec<usize>,
+}
+
+impl Lane {
+    fn new() -> Lane {
+        let spec = MachineSpec::default();
+        let rom = 1;
+        let local = rom + 3 * WORDS * spec.block_len;
+        let exec =
+            Exec { one: 0, rom, local, regs: spec.regs, block_len: spec.block_len, first: local + 4 * spec.regs };
+        assert!(exec.first + exec.len() <= D, "{} channels", exec.len());
+        Lane { exec, built: exec.build(), order: (0..D).rev().collect() }
+    }
+
+    /// The lane's registers after the layers ran `block` on `regs` (`None`: not a word).
+    fn run(&self, block: &[Inst], regs: &[u32]) -> Vec<Option<u32>> {
+        let e = self.exec;
+        let mut x = vec![0.0f32; D];
+        x[0] = bias(D);
+        for (k, w) in block_words(block).unwrap().into_iter().enumerate() {
+            let at = e.rom + 3 * k;
+            x[at..at + 3].copy_from_slice(&[f32::from(w & 0xff), f32::from(w >> 8), 1.0]);
+        }
+        for (r, &v) in regs.iter().enumerate() {
+            x[e.local + LIMBS * r..][..LIMBS].copy_from_slice(&limbs(v));
+        }
+        for layer in core::iter::once(&self.built.decode).chain(&self.built.stages) {
+            layer.forward(&mut x, 1e-6, &self.order);
+        }
+        (0..e.regs).map(|r| word(&x[e.local + LIMBS * r..][..LIMBS])).collect()
+    }
+}
+
+/// What the instructions the executor computes do to the registers, written out plainly from
+/// the ISA's definitions (`Alu::eval`, `Cmp::eval`).
+fn reference(block: &[Inst], regs: &mut [u32]) {
+    for inst in block {
+        let val = |s: Src, regs: &[u32]| match s {
+            Src::Reg(r) => regs[r as usize],
+            Src::Imm(v) => v,
+        };
+        match *inst {
+            Inst::Mov { d, a } => regs[d as usize] = val(a, regs),
+            Inst::Alu { op, d, a, b } => regs[d as usize] = op.eval(val(a, regs), val(b, regs)),
+            Inst::Set { cmp, d, a, b } => regs[d as usize] = cmp.eval(val(a, regs), val(b, regs)),
+            Inst::Sel { d, c, a, b } => {
+                regs[d as usize] = if regs[c as usize] != 0 { val(a, regs) } else { val(b, regs) }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Every step of every suite kernel whose block the executor computes, lane by lane: the
+/// registers after the layers are the interpreter's after the step (on wasm, a few kernels).
+#[test]
+fn supported_blocks_of_the_suite_run_as_the_interpreter_runs_them() {
+    let lane = Lane::new();
+    let spec = MachineSpec::default();
+    let few = ["gcd", "clamp3", "nested_loops"];
+    let (mut lanes, mut steps, mut all_steps, mut changed) = (0, 0, 0, 0);
+    for k in suite::kernels().iter().filter(|k| !cfg!(target_arch = "wasm32") || few.contains(&k.name)) {
+        let (kernel, _, mut m): (_, _, Machine) = k.machine(k.ptx, &spec).unwrap();
+        while !m.finished() {
+            let wi = m.current;
+            let (pc, mask) = m.warps[wi].active();
+            let block = &kernel.program.blocks[pc];
+            let before = m.warps[wi].regs.clone();
+            m.step().unwrap();
+            all_steps += 1;
+            if !block.iter().all(supports) {
+                continue;
+            }
+            steps += 1;
+            for l in (0..spec.lanes).filter(|l| mask & 1 << l != 0) {
+                let after = &m.warps[wi].regs[l];
+                let got = lane.run(block, &before[l]);
+                let want: Vec<Option<u32>> = after.iter().map(|&v| Some(v)).collect();
+                assert_eq!(got, want, "{}: step {}, warp {wi} block {pc} lane {l}: {block:?}", k.name, m.steps);
+                lanes += 1;
+                changed += usize::from(after != &before[l]);
+            }
+        }
+    }
+    assert!(
+        steps * 4 > all_steps && changed * 2 > lanes,
+        "{steps} of {all_steps} steps, {changed} of {lanes} lanes changed"
+    );
+}
+
+/// Random blocks of the operations the executor computes, on random and edge-case registers,
+/// against the plain reference.
+#[test]
+fn random_blocks_match_the_isa() {
+    let lane = Lane::new();
+    let mut rng = Rng::new(9);
+    let edges = [0, 1, 7, 31, 32, 0x7f, 0x80, 0xff, 0x100, 0x7fff_ffff, 0x8000_0000, 0xffff_ffff];
+    let mut next = |n: u64| (rng.next_u64() % n) as usize;
+    let alus: Vec<Alu> =
+        ALUS.into_iter().filter(|&op| supports(&Inst::Alu { op, d: 0, a: Src::Imm(0), b: Src::Imm(0) })).collect();
+    let rounds = if cfg!(target_arch = "wasm32") { 20 } else { 150 };
+    for round in 0..rounds {
+        let value = |next: &mut dyn FnMut(u64) -> usize| match next(3) {
+            0 => edges[next(edges.len() as u64)],
+            _ => (next(1 << 32) as u32).rotate_left(next(32) as u32),
+        };
+        let regs: Vec<u32> = (0..15).map(|_| value(&mut next)).collect();
+        let block: Vec<Inst> = (0..4)
+            .map(|_| {
+                let r = |next: &mut dyn FnMut(u64) -> usize| next(15) as u8;
+                let src = |next: &mut dyn FnMut(u64) -> usize| match next(3) {
+                    0 => Src::Imm(value(next)),
+                    _ => Src::Reg(r(next)),
+                };
+                let (d, a, b) = (r(&mut next), src(&mut next), src(&mut next));
+                match next(8) {
+                    0 => Inst::Mov { d, a },
+                    1 => Inst::Sel { d, c: r(&mut next), a, b },
+                    2 | 3 => Inst::Set { cmp: CMPS[next(CMPS.len() as u64)], d, a, b },
+                    _ => Inst::Alu { op: alus[next(alus.len() as u64)], d, a, b },
+                }
+            })
+            .collect();
+        let mut want = regs.clone();
+        reference(&block, &mut want);
+        let got = lane.run(&block, &regs);
+        assert_eq!(got, want.into_iter().map(Some).collect::<Vec<_>>(), "round {round}: {block:?} on {regs:x?}");
+    }
+}
+
+/// An instruction the executor does not compute writes nothing (it is left to the layers still
+/// to come), and what it does compute after it still runs.
+#[test]
+fn unsupported_instructions_write_nothing() {
+    use crate::qwengpu::isa::{Space, Special};
+    let lane = Lane::new();
+    let regs: Vec<u32> = (0..15).map(|r| 1000 + r).collect();
+    let block = [
+        Inst::S2R { d: 1, s: Special::Tid },
+        Inst::Ld { space: Space::Global, d: 2, a: Src::Reg(3), off: 4 },
+        Inst::Alu { op: Alu::DivU, d: 4, a: Src::Reg(5), b: Src::Reg(6) },
+        Inst::Set { cmp: Cmp::LtU, d: 7, a: Src::Reg(1), b: Src::Reg(2) },
+    ];
+    assert!(block[..3].iter().all(|i| !supports(i)) && supports(&block[3]));
+    let mut want: Vec<u32> = regs.clone();
+    want[7] = 1;
+    let got = lane.run(&block, &regs);
+    assert_eq!(got, want.into_iter().map(Some).collect::<Vec<_>>());
+}
+
+/// The decode lights exactly one source for each opcode the executor computes and none for the
+/// others.
+#[test]
+fn each_opcode_lights_its_source() {
+    let lane = Lane::new();
+    let n = lane.built.sources.len();
+    let e = lane.exec;
+    for (code, &op) in opcodes().iter().enumerate() {
+        let mut x = vec![0.0f32; D];
+        x[0] = bias(D);
+        x[e.rom] = code as f32;
+        lane.built.decode.forward(&mut x, 1e-6, &lane.order);
+        let flags = &x[e.first..e.first + n];
+        let lit: Vec<Source> =
+            lane.built.sources.iter().zip(flags).filter(|(_, &f)| f == 1.0).map(|(&s, _)| s).collect();
+        let stray: String = flags.iter().filter(|&&f| f != 0.0 && f != 1.0).map(|f| alloc::format!("{f} ")).collect();
+        assert!(stray.is_empty(), "{op:?}: flags {stray}");
+        let want = match op {
+            IsaOp::Mov => vec![Source::Mov],
+            IsaOp::Sel => vec![Source::Sel],
+            IsaOp::Alu(a) if supports(&Inst::Alu { op: a, d: 0, a: Src::Imm(0), b: Src::Imm(0) }) => {
+                vec![Source::Alu(Op::Alu(a))]
+            }
+            IsaOp::Set(c) => vec![Source::Alu(Op::Cmp(c))],
+            _ => vec![],
+        };
+        assert_eq!(lit, want, "opcode {code} ({op:?})");
+    }
+}
