@@ -87,8 +87,8 @@ pub fn run(args: Args) -> Result<()> {
     if want("neon") {
         step("NEON kernels on aarch64 under qemu: cargo test --target aarch64-unknown-linux-gnu -p kernels-wasm --lib");
         let t = Instant::now();
-        // The compiled qwenGPU suite and the second machine's limb layers and register file have no
-        // architecture-specific code (the layers rely on f32 exp only where it overflows or
+        // The compiled qwenGPU suite and the second machine's limb layers, register file, executor
+        // and the splice's kernel run have no architecture-specific code (the layers rely on f32 exp only where it overflows or
         // underflows); under qemu they would only be slow.
         let neon = cargo(
             &[
@@ -107,6 +107,8 @@ pub fn run(args: Args) -> Result<()> {
                 "qwengpu::register_file",
                 "--skip",
                 "qwengpu::exec",
+                "--skip",
+                "qwengpu::splice::tests::the_spliced_model_runs",
             ],
             &[],
         );

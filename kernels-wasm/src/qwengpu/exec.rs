@@ -246,7 +246,7 @@ impl Exec {
 /// and every one of `off` is 0 (0/1 channels): the gate `512·(Σ on − Σ off − |on|) + 256` is
 /// 256 then, where silu is the identity, and at most −256 otherwise, where it is −0. The up
 /// weights are scaled by 1/256, which is exact, and `256 · (Σ up / 256)` gives the sum back.
-fn and_unit(layer: &mut Layer, on: &[usize], off: &[usize], up: Vec<(usize, f32)>, to: usize, k: f32) {
+pub(super) fn and_unit(layer: &mut Layer, on: &[usize], off: &[usize], up: Vec<(usize, f32)>, to: usize, k: f32) {
     let mut gate: Vec<(usize, f32)> = on.iter().map(|&c| (c, 512.0)).chain(off.iter().map(|&c| (c, -512.0))).collect();
     gate.push((0, 256.0 - 512.0 * on.len() as f32));
     let up = up.into_iter().map(|(c, w)| (c, w / 256.0)).collect();

@@ -67,6 +67,8 @@ pub mod ptx;
 #[cfg(feature = "std")]
 pub mod register_file;
 #[cfg(feature = "std")]
+pub mod results;
+#[cfg(feature = "std")]
 pub mod rom;
 #[cfg(feature = "std")]
 pub mod run;

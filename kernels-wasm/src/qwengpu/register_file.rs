@@ -111,7 +111,7 @@ impl RegisterFile {
     fn image_flag(&self) -> usize {
         self.warp() + self.shape.warps
     }
-    fn exec_flag(&self) -> usize {
+    pub(super) fn exec_flag(&self) -> usize {
         self.image_flag() + 1
     }
     /// The table row read: register, `2·rank + half`, set.
@@ -126,7 +126,7 @@ impl RegisterFile {
     fn reg(&self) -> usize {
         self.rom() + 3 * self.shape.rom_words
     }
-    fn lane_half(&self) -> usize {
+    pub(super) fn lane_half(&self) -> usize {
         self.reg() + self.shape.regs
     }
 
@@ -149,11 +149,11 @@ impl RegisterFile {
         self.read() + 2
     }
     /// The table row of the next slot: register, `2·rank + half`, set.
-    fn next_entry(&self) -> usize {
+    pub(super) fn next_entry(&self) -> usize {
         self.run_flag() + 1
     }
     /// The next slot's lane as a one-hot `(lane, half)` group per half.
-    fn next_lane(&self, half: usize) -> usize {
+    pub(super) fn next_lane(&self, half: usize) -> usize {
         self.next_entry() + 3 + 2 * self.shape.lanes * half
     }
     /// The next slot's lane's registers, four limbs each (two halves of two limbs).

@@ -33,9 +33,10 @@
 //!
 //! **What the machine is, so far.** The slot counter (which VAL token of its step a position is),
 //! the register file (the step's block, its ROM words and a lane's 15 registers, loaded at the
-//! lane's first position) and the executor (`exec`: the block's four instructions run on those
-//! registers, 14 SwiGLU layers each). The results are not yet written back as tokens and the
-//! sequencer is not built, so a machine position's argmax is still the token its channels name.
+//! lane's first position), the executor (`exec`: the block's four instructions run on those
+//! registers, 14 SwiGLU layers each) and the results row (`results`): at every position of a
+//! step whose next slot is set, the model's argmax is that slot's VAL token. The sequencer is
+//! not built, so at a step's last position the argmax is still the token the position holds.
 
 pub mod drift;
 mod runner;
@@ -49,6 +50,7 @@ use super::isa::MachineSpec;
 use super::limbs::{Layer, M};
 use super::machine_tokens::{Token, Vocab};
 use super::register_file::{RegisterFile, Shape};
+use super::results::Results;
 use super::slot_counter::Counter;
 use crate::qwen3::model::{Config, FloatModel};
 use alloc::boxed::Box;
@@ -103,6 +105,8 @@ pub struct Splice {
     pub registers: RegisterFile,
     /// The executor of a lane's block (`exec`), on the registers the file loads.
     pub exec: Exec,
+    /// The results row and the output that names the next slot's token (`results`).
+    pub results: Results,
     /// Every machine token's embedding and unembedding row (sparse), by machine id.
     pub embed: Vec<Vec<(usize, f32)>>,
     pub head: Vec<Vec<(usize, f32)>>,
@@ -216,7 +220,8 @@ impl Splice {
             block_len: spec.block_len,
             first: rf.first + rf.len(),
         };
-        let need = exec.first - h + exec.len() + 1;
+        let results = Results { registers: rf, first: exec.first + exec.len() };
+        let need = results.first - h + results.len() + 1;
         if need > width - h {
             return Err(SpliceError::Narrow { need, hidden: h, have: width - h });
         }
@@ -244,7 +249,13 @@ impl Splice {
         layers.push(Compiled::DeltaNet(Box::new(rf.image())));
         layers.push(Compiled::SwiGlu(address));
         layers.push(Compiled::DeltaNet(Box::new(rf.file())));
-        layers.extend(built.stages.into_iter().map(Compiled::SwiGlu));
+        let mut stages = built.stages;
+        if let Some(first) = stages.first_mut() {
+            first.units.extend(results.flags().units);
+        }
+        layers.extend(stages.into_iter().map(Compiled::SwiGlu));
+        layers.push(Compiled::DeltaNet(Box::new(results.weights())));
+        layers.push(Compiled::SwiGlu(results.output()));
         let flag = width - 1;
         let tokens: Vec<Token> = (0..vocab.len()).filter_map(|id| vocab.token(id)).collect();
         let embed = tokens.iter().map(|&t| vocab.embedding(width, t)).collect();
@@ -269,6 +280,7 @@ impl Splice {
             step_record: rf.record,
             registers: rf,
             exec,
+            results,
             embed,
             head,
         })
@@ -377,6 +389,7 @@ impl Splice {
             self.vocab.bias,
             self.vocab.kind,
             self.exec.first + self.exec.len() - 1,
+            self.results.first + self.results.len() - 1,
             self.slot + self.slots - 1,
             self.step_record + 2,
             self.registers.first + self.registers.len() - 1,
@@ -391,6 +404,9 @@ impl Splice {
         let (e, r) = (&self.exec, &self.registers);
         if e.one != self.bias || e.rom != r.rom() || e.local != r.local() || e.first < r.first + r.len() {
             return bad(alloc::format!("the executor's channels do not match the register file's: {e:?}"));
+        }
+        if self.results.registers != *r || self.results.first < e.first + e.len() {
+            return bad(alloc::format!("the results row's channels do not follow the executor's: {:?}", self.results));
         }
         Ok(())
     }

@@ -5,7 +5,7 @@
 //!   channels, ε), the layer list in order (the compiled SwiGLU and Gated DeltaNet layers, then
 //!   the text's decoder layers) with each compiled layer's dense shapes and nonzero count, the
 //!   vocabulary (text tokens, then VAL and record tokens and the channels of their fields), the
-//!   slot counter's, the register file's and the executor's channels.
+//!   slot counter's, the register file's, the executor's and the results row's channels.
 //! - **model.safetensors** holds every tensor as F32 (the text's dequantised values are exact in
 //!   f32, so the checkpoint runs bit for bit as the model it came from). The compiled matrices
 //!   are sparse: each is three tensors, `.rows` and `.cols` (U32) and `.values` (F32), one entry
@@ -25,6 +25,7 @@ use kernels_wasm::qwengpu::exec::Exec;
 use kernels_wasm::qwengpu::limbs::{Layer, Unit};
 use kernels_wasm::qwengpu::machine_tokens::{Field, Vocab};
 use kernels_wasm::qwengpu::register_file::RegisterFile;
+use kernels_wasm::qwengpu::results::Results;
 use kernels_wasm::qwengpu::splice::{Compiled, Splice, StreamNorms};
 use safetensors::tensor::{Dtype, TensorView};
 use safetensors::SafeTensors;
@@ -37,7 +38,8 @@ use deltanet::{deltanet_vectors, read_deltanet};
 
 pub const FORMAT: &str = "substrates-qwengpu-spliced";
 /// 2: the register file's channels (`register_file`) and its three layers.
-/// 3: the executor's channels (`exec`) and its layers in place of the feed and the lone ALU.
+/// 3: the executor's and the results row's channels (`exec`, `results`) and their layers in place
+/// of the feed and the lone ALU.
 pub const VERSION: u32 = 3;
 
 /// The text model: its shape, what it was read from, and whether its head is its embedding.
@@ -108,6 +110,8 @@ pub struct CheckpointConfig {
     pub register_file: RegisterFile,
     /// The executor's channels: the ROM words and registers it reads, its own from `first`.
     pub exec: Exec,
+    /// The results row's first channel (the rest follow from the register file's).
+    pub results_first: usize,
 }
 
 /// A tensor on its way into the file: name, dtype, shape, bytes.
@@ -233,6 +237,7 @@ pub fn write(
         step_record_channel: splice.step_record,
         register_file: splice.registers,
         exec: splice.exec,
+        results_first: splice.results.first,
     };
     let path = dir.join("config.json");
     std::fs::write(&path, serde_json::to_string_pretty(&config)?)
@@ -448,6 +453,7 @@ pub fn load(dir: &Path) -> Result<Loaded> {
             step_record: file.step_record_channel,
             registers: file.register_file,
             exec: file.exec,
+            results: Results { registers: file.register_file, first: file.results_first },
         };
         splice.check()?;
         Ok(Loaded { config: c, model, splice, norms, file: file.clone() })

@@ -114,6 +114,10 @@ pub(crate) trait Fed {
     fn executes(&self) -> bool {
         false
     }
+    /// The machine token the model's own argmax picks at the last position, where it has a head.
+    fn predicted(&self) -> Option<Token> {
+        None
+    }
 }
 
 impl Fed for Stack {
@@ -154,6 +158,8 @@ pub(crate) struct Checked {
     pub loads: usize,
     /// Of those, registers the executor wrote (a block it computes, `exec::supports`).
     pub executed: usize,
+    /// Positions whose next token (a VAL token of the step) the model's argmax predicted.
+    pub predicted: usize,
     pub nonzero: usize,
     pub wrong: usize,
     pub first_wrong: Option<String>,
@@ -210,9 +216,21 @@ pub(crate) fn follow(model: &mut impl Fed, kernel: &suite::SuiteKernel, with_tab
         }
         let mut want: Vec<Option<Inst>> = k.program.blocks[step.block].iter().map(|&i| Some(normal(i))).collect();
         want.resize(spec.block_len, None);
+        let computed = k.program.blocks[step.block].iter().all(|&i| exec::supports(&normal(i)));
         for (i, &t) in tokens.iter().enumerate() {
             if i > 0 {
                 feed(model, t, None, rng);
+            }
+            // A model with a head names the next VAL token of a block it computes, and at the
+            // step's last position the token it holds (no sequencer yet).
+            let at = || format!("{}: step {}, token {i} (block {})", kernel.name, m.steps, step.block);
+            match (model.predicted(), tokens.get(i + 1), computed) {
+                (Some(got), Some(&next), true) => {
+                    assert_eq!(got, next, "{}: the prediction", at());
+                    checked.predicted += 1;
+                }
+                (Some(got), None, _) => assert_eq!(got, t, "{}: the last token", at()),
+                _ => {}
             }
             if with_table {
                 let got = rom_block(model.file().0, model.stream());
