@@ -261,13 +261,19 @@ fn run_kernels(names: &[&str]) -> Checked {
 
 #[test]
 fn the_spliced_model_runs_a_kernels_blocks() {
-    let names: &[&str] = if cfg!(target_arch = "wasm32") { &["gcd"] } else { &["warp_broadcast", "gcd", "is_prime"] };
+    // On wasm one small kernel: a test longer than 30 s stalls the browser's renderer.
+    let (names, at_least): (&[&str], usize) = if cfg!(target_arch = "wasm32") {
+        (&["warp_broadcast"], 20)
+    } else {
+        (&["warp_broadcast", "gcd", "is_prime"], 80)
+    };
     let c = run_kernels(names);
-    assert!(c.nonzero > 10 && c.executed > 40 && c.predicted > 80, "{c:?}");
+    assert!(c.nonzero > 10 && c.executed > at_least / 2 && c.predicted > at_least, "{c:?}");
 }
 
 /// The same through all 49 suite kernels (about 6 minutes in release: run it with
 /// `cargo test --release -p kernels-wasm --lib -- --ignored the_spliced_model_runs_the_suite`).
+#[cfg(not(target_arch = "wasm32"))]
 #[test]
 #[ignore = "the whole suite, about 6 minutes in release"]
 fn the_spliced_model_runs_the_suite() {
