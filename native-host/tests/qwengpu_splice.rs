@@ -82,7 +82,7 @@ fn the_machine_computes_inside_smollm2() {
     let kernel = suite::kernels().into_iter().find(|k| k.name == "is_prime").unwrap();
     let (k, _, mut m) = kernel.machine(kernel.ptx, &spec).unwrap();
     let (carry, rf) = (block_carry(&k.program), &splice.registers);
-    for t in rf.image_tokens(&k.program).unwrap() {
+    for t in rf.image_tokens(&k.program, &m.launch).unwrap() {
         spliced.forward(splice.token_id(t)).unwrap();
     }
     let (mut computed, mut predicted) = (0, 0);

@@ -3,9 +3,10 @@
 //! other on the lane's registers in the stream, by SwiGLU layers only.
 //!
 //! Inputs, as the register file leaves them at a position (`register_file`): the block's ROM
-//! words (per word its two limbs and the set limb) and a lane's registers, four limbs each. The
-//! executor rewrites those register channels in place: after its layers they hold the registers
-//! after the block, for every instruction it computes.
+//! words (per word its two limbs and the set limb), a lane's registers, four limbs each, and
+//! the launch context (§11): the launch words, the warp's first thread index and thread block,
+//! and the lane as a one-hot group. The executor rewrites the register channels in place: after
+//! its layers they hold the registers after the block, for every instruction it computes.
 //!
 //! 1. **Decode** (one layer, every instruction at once: it reads only ROM words): per instruction
 //!    a flag per result *source* (`mov`, `sel`, each operation of the ALU), one-hot `a`, `b`, `c`,
@@ -20,25 +21,40 @@
 //!      layers `nz = [Σ C ≥ 1]` and `sel = nz ? A : B`;
 //!    - *writeback*: `reg_r += [d = r ∧ source s] · (result_s − reg_r)` for every register and
 //!      source, one unit a limb: exactly one source flag is set, so at most one unit of a
-//!      register's limb fires, and it replaces the limb.
+//!      register's limb fires, and it replaces the limb. A special register's or parameter's
+//!      result is a sum of context channels read in the same unit: `%tid` is
+//!      `first_tid + Σ_l l·[lane = l]`, a parameter's limbs are its two launch words' limbs.
 //!
 //! Every channel is a small integer after §2's norm, so every unit is exact, as in `limbs`.
 //! Terminators write no register and are computed as nothing; so are the instructions the
 //! executor does not compute yet (`supports` says which), which the tests leave out.
 
-use super::isa::{Alu, Inst, Op as IsaOp};
+use super::isa::{Alu, Inst, Op as IsaOp, Special, MAX_PARAMS, SPECIALS};
 use super::limb_alu::{AluStack, Op};
 use super::limbs::{Layer, Unit, LIMBS};
 use super::program_image::{opcodes, WORDS};
 use alloc::vec;
 use alloc::vec::Vec;
 
-/// Where a result comes from: `mov`'s is `A`, `sel`'s its own channels, the rest the ALU's.
+/// The parameters as special registers, in order.
+const PARAMS: [Special; MAX_PARAMS] = {
+    let mut p = [Special::Param(0); MAX_PARAMS];
+    let mut i = 0;
+    while i < MAX_PARAMS {
+        p[i] = Special::Param(i as u8);
+        i += 1;
+    }
+    p
+};
+
+/// Where a result comes from: `mov`'s is `A`, `sel`'s its own channels, the ALU's operations
+/// theirs, a special register or parameter the launch context's (§11).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
     Mov,
     Sel,
     Alu(Op),
+    Special(Special),
 }
 
 impl Source {
@@ -48,6 +64,7 @@ impl Source {
             IsaOp::Sel => Source::Sel,
             IsaOp::Alu(a) => Source::Alu(Op::Alu(a)),
             IsaOp::Set(c) => Source::Alu(Op::Cmp(c)),
+            IsaOp::S2R(s) => Source::Special(s),
             _ => return None,
         };
         match s {
@@ -58,10 +75,11 @@ impl Source {
 }
 
 /// Whether the executor computes `inst`'s effect on the registers: moves, the ALU's operations
-/// (not the divisions), comparisons, selects; and the terminators, which write none.
+/// (not the divisions), comparisons, selects, special registers and parameters; and the
+/// terminators, which write none.
 pub fn supports(inst: &Inst) -> bool {
     match *inst {
-        Inst::Mov { .. } | Inst::Set { .. } | Inst::Sel { .. } => true,
+        Inst::Mov { .. } | Inst::Set { .. } | Inst::Sel { .. } | Inst::S2R { .. } => true,
         Inst::Alu { op, .. } => !matches!(op, Alu::DivS | Alu::DivU | Alu::RemS | Alu::RemU),
         Inst::Bra { .. } | Inst::Bar | Inst::Exit => true,
         _ => false,
@@ -77,6 +95,14 @@ pub struct Exec {
     /// The lane's registers, four limbs each (low first), rewritten in place.
     pub local: usize,
     pub regs: usize,
+    /// The launch words (`register_file::LAUNCH_WORDS`, three channels each like the ROM's):
+    /// the block's threads, the grid's blocks, the parameters' halves.
+    pub launch: usize,
+    /// The warp's first thread index, then its thread block.
+    pub thread: usize,
+    /// The lane as a one-hot group (lane `l` at `lane + 2·l`, the register file's next lane).
+    pub lane: usize,
+    pub lanes: usize,
     /// Instructions per block.
     pub block_len: usize,
     /// Its own channels from here ([`Self::len`]).
@@ -106,7 +132,28 @@ impl Exec {
     fn sources(alu: &AluStack) -> Vec<Source> {
         let mut v = vec![Source::Mov, Source::Sel];
         v.extend(alu.results.iter().map(|&(op, _)| Source::Alu(op)));
+        v.extend(SPECIALS.iter().chain(&PARAMS).map(|&s| Source::Special(s)));
         v
+    }
+
+    /// A special register's or parameter's limbs, as sums of channels (relative to the bias).
+    /// The thread index is the warp's first plus the lane, with no carry: both are below 2^8.
+    fn special(&self, s: Special) -> [Vec<(usize, f32)>; LIMBS] {
+        let word = |k: usize| self.launch - self.one + 3 * k;
+        let lane = (0..self.lanes).map(|l| (self.lane - self.one + 2 * l, l as f32));
+        let mut limbs: [Vec<(usize, f32)>; LIMBS] = Default::default();
+        match s {
+            Special::Tid => limbs[0] = lane.chain([(self.thread - self.one, 1.0)]).collect(),
+            Special::LaneId => limbs[0] = lane.collect(),
+            Special::Ctaid => limbs[0] = vec![(self.thread - self.one + 1, 1.0)],
+            Special::Ntid => limbs[0] = vec![(word(0), 1.0)],
+            Special::Nctaid => limbs[0] = vec![(word(1), 1.0)],
+            Special::Param(i) => {
+                let at = word(2 + 2 * i as usize);
+                limbs = [at, at + 1, at + 3, at + 4].map(|c| vec![(c, 1.0)]);
+            }
+        }
+        limbs
     }
 
     /// Channels one instruction's decoded fields take.
@@ -184,13 +231,18 @@ impl Exec {
         let alu_layers: Vec<Layer> = alu.layers.iter().map(|l| l.mapped(|c| self.alu_channel(c, n))).collect();
         let [a, b] = [alu.a, alu.b].map(|c| self.alu_channel(c, n));
         let [c, nz, sel] = self.sel(&alu, n);
+        // Each limb of a source's result as a sum of channels (none: the limb is 0).
+        let contiguous = |at: usize, limbs: usize| -> [Vec<(usize, f32)>; LIMBS] {
+            core::array::from_fn(|l| if l < limbs { vec![(at + l, 1.0)] } else { vec![] })
+        };
         let result = |s: Source| match s {
-            Source::Mov => (a, LIMBS),
-            Source::Sel => (sel, LIMBS),
+            Source::Mov => contiguous(a, LIMBS),
+            Source::Sel => contiguous(sel, LIMBS),
             Source::Alu(op) => {
                 let at = alu.results.iter().find(|&&(o, _)| o == op).map_or(0, |&(_, c)| self.alu_channel(c, n));
-                (at, if matches!(op, Op::Cmp(_)) { 1 } else { LIMBS })
+                contiguous(at, if matches!(op, Op::Cmp(_)) { 1 } else { LIMBS })
             }
+            Source::Special(s) => self.special(s),
         };
         let mut stages = Vec::new();
         for i in 0..self.block_len {
@@ -223,13 +275,11 @@ impl Exec {
             layers[2].units.extend(super::limbs::select(nz, a, b, sel).units);
             let mut writeback = Layer::default();
             for (k, &s) in sources.iter().enumerate() {
-                let (at, limbs) = result(s);
+                let terms = result(s);
                 for r in 0..self.regs {
-                    for l in 0..LIMBS {
+                    for (l, terms) in terms.iter().enumerate() {
                         let mut up = vec![(self.reg(r) + l, -1.0)];
-                        if l < limbs {
-                            up.push((at + l, 1.0));
-                        }
+                        up.extend(terms);
                         and_unit(&mut writeback, &[f.d + r, f.sources + k], &[], up, self.reg(r) + l, 1.0);
                     }
                 }

@@ -20,10 +20,14 @@
 //!    - Part 1, **the ROM**: the block's instructions as `program_image` words. Its head `k`
 //!      holds word `k` of every block and reads it for the held block at every machine position
 //!      of a step.
+//!    - Part 2, **the launch** (block 0's row): the block's threads rounded up to whole warps,
+//!      the grid's blocks, and each of the 8 parameters' two halves ([`LAUNCH_WORDS`]), read at
+//!      every position of an executed step.
 //! 3. **Address** (SwiGLU): the register as a one-hot group, and `(lane, half)` from the mask and
 //!    the rank: one step unit per value of `c = 2·lanes·mask + 2·rank + half`, each sent to the
 //!    lane the rank names in that mask (the rank-th set bit), or nowhere when the mask has fewer
-//!    lanes.
+//!    lanes. Beside them, the step's warp's first thread index and thread block, from the warp
+//!    and the launch's block size (`thread_units`).
 //! 4. **The register file** (Gated DeltaNet, rows `warp × (lane, half) × register`): an exec VAL
 //!    token writes its two limbs at that address, gated by the table row's "set" limb. A read
 //!    head returns a row for an address given in the stream (the operand fetch will give it).
@@ -35,8 +39,9 @@
 
 use super::carry::block_carry;
 use super::deltanet::{DeltaNet, DeltaNetWeights};
+use super::interp::Launch;
 use super::interp::StepRecord;
-use super::isa::{MachineSpec, Program};
+use super::isa::{MachineSpec, Program, MAX_PARAMS};
 use super::limb_memory::{self, Digit::Fixed, Digit::Stream, Head, Layout};
 use super::limbs::Layer;
 use super::machine_tokens::Token;
@@ -56,6 +61,8 @@ pub struct Shape {
     pub slots: usize,
     /// Words of a block's ROM rows (`program_image`); they ride the first VAL slots.
     pub rom_words: usize,
+    /// Threads a thread block holds.
+    pub block_threads: usize,
 }
 
 impl Shape {
@@ -68,6 +75,7 @@ impl Shape {
             blocks: spec.rom_blocks,
             slots: 2 * lanes * spec.block_len,
             rom_words: spec.block_len * WORDS,
+            block_threads: spec.max_block_threads,
         }
     }
 }
@@ -80,9 +88,15 @@ pub enum ImageTooLarge {
     Slots { block: usize, words: usize, slots: usize, max: usize },
     #[error("block {block} is {words} ROM words; a block's ROM rows hold {max}")]
     Rom { block: usize, words: usize, max: usize },
+    #[error("a launch of {grid} × {block} threads with {params} parameters: {why}")]
+    Launch { grid: usize, block: usize, params: usize, why: &'static str },
     #[error(transparent)]
     Encoding(#[from] ImageError),
 }
+
+/// Words of the launch part: the block's threads (rounded up to whole warps), the grid's
+/// blocks, then each parameter's low and high half.
+pub const LAUNCH_WORDS: usize = 2 + 2 * MAX_PARAMS;
 
 /// Where the register file reads and writes. Inputs: the token's kind and VAL limbs (its
 /// embedding), the step's record (warp, block, mask) and the one-hot slots from the slot counter
@@ -161,9 +175,19 @@ impl RegisterFile {
         self.next_lane(2)
     }
 
+    /// The launch words (§11: the block's size, the grid's, the parameters' halves), three
+    /// channels each like the ROM's.
+    pub fn launch(&self) -> usize {
+        self.local() + 4 * self.shape.regs
+    }
+    /// The step's warp's first thread index in its thread block, then its thread block.
+    pub fn thread(&self) -> usize {
+        self.launch() + 3 * LAUNCH_WORDS
+    }
+
     /// The channels from `first` on that this uses.
     pub fn len(&self) -> usize {
-        self.local() + 4 * self.shape.regs - self.first
+        self.thread() + 2 - self.first
     }
 
     pub fn is_empty(&self) -> bool {
@@ -207,18 +231,22 @@ impl RegisterFile {
             match (part, now) {
                 (0, true) => h.read_when = vec![self.exec_flag(), slot],
                 (0, false) => (h.read_when, h.out) = (vec![self.run_flag(), slot - 1], self.next_entry()),
-                _ => h.out = self.rom() + 3 * j,
+                (1, _) => h.out = self.rom() + 3 * j,
+                // The launch, in block 0's row, read at every position of an executed step
+                // (never at a text position: a fixed address would read there too).
+                _ => (h.read, h.read_when, h.out) = (vec![Fixed(0)], vec![self.run_flag()], self.launch() + 3 * j),
             }
             h
         };
         let table = (0..s.slots).map(|j| head(0, j, true));
         let next = (0..s.slots).map(|j| head(0, j, false));
+        let launch = (0..LAUNCH_WORDS).map(|k| head(2, k, true));
         Layout {
             groups: vec![s.blocks],
             d_model: self.d_model,
             one: self.one,
             value: vec![self.val[0], self.val[1], self.one],
-            heads: table.chain((0..s.rom_words).map(|k| head(1, k, true))).chain(next).collect(),
+            heads: table.chain((0..s.rom_words).map(|k| head(1, k, true))).chain(next).chain(launch).collect(),
         }
     }
 
@@ -242,7 +270,31 @@ impl RegisterFile {
             let targets = self.by_rank(|lane, _| self.next_lane(half) + 2 * lane + half);
             l.one_hot(&[mask, (next + 1, 1.0)], &targets);
         }
+        self.thread_units(&mut l);
         l.shifted(self.one)
+    }
+
+    /// The step's warp's first thread index and thread block (§11), as the interpreter lays
+    /// warps out: each thread block's `ntid / lanes` warps in order. Both are functions of
+    /// `c = warps · (ntid / lanes − 1) + warp`, one step unit per value (the differences
+    /// telescope). Outside an executed step `ntid` reads 0, `c` is negative and nothing fires.
+    /// `ntid / lanes` is exact for the power-of-two lane counts the tokens allow.
+    fn thread_units(&self, l: &mut Layer) {
+        let (warps, lanes) = (self.shape.warps, self.shape.lanes);
+        let f = |c: usize| {
+            let (per_block, warp) = (c / warps + 1, c % warps);
+            [lanes * (warp % per_block), warp / per_block].map(|v| v as f32)
+        };
+        let terms = [(self.at(self.launch()), (warps as f32) / (lanes as f32)), (self.at(self.record), 1.0)];
+        let [first_tid, cta] = [0, 1].map(|i| self.at(self.thread() + i));
+        for c in 1..warps * (self.shape.block_threads / lanes) {
+            let ([t, b], [t0, b0]) = (f(c), f(c - 1));
+            let down: Vec<(usize, f32)> =
+                [(first_tid, t - t0), (cta, b - b0)].into_iter().filter(|d| d.1 != 0.0).collect();
+            if !down.is_empty() {
+                l.step(&terms, (c + warps) as f32, &down);
+            }
+        }
     }
 
     /// For each value of `c = 2·lanes·mask + 2·rank + half`, the channel `to(lane, half)` of the
@@ -304,9 +356,9 @@ impl RegisterFile {
     }
 
     /// The prompt's program image: the live-out table (per block with live-out registers, a
-    /// table record and one VAL token per slot), then the ROM (per block, a ROM record and its
-    /// words).
-    pub fn image_tokens(&self, program: &Program) -> Result<Vec<Token>, ImageTooLarge> {
+    /// table record and one VAL token per slot), the ROM (per block, a ROM record and its
+    /// words), then the launch (a launch record and its [`LAUNCH_WORDS`] words).
+    pub fn image_tokens(&self, program: &Program, launch: &Launch) -> Result<Vec<Token>, ImageTooLarge> {
         let mut tokens = self.table_tokens(program)?;
         for (b, block) in program.blocks.iter().enumerate() {
             let words = block_words(block)?;
@@ -316,7 +368,32 @@ impl RegisterFile {
             tokens.push(Token::Record { warp: 1, block: b as u32, mask: 0 });
             tokens.extend(words.into_iter().map(Token::Val));
         }
+        tokens.extend(self.launch_tokens(launch)?);
         Ok(tokens)
+    }
+
+    /// The launch part: `(warp 2, block 0, mask 0)`, the block's threads rounded up to whole
+    /// warps, the grid, and every parameter's two halves (the missing ones 0, as the
+    /// interpreter reads them, so that a later launch leaves nothing of an earlier one).
+    pub fn launch_tokens(&self, launch: &Launch) -> Result<Vec<Token>, ImageTooLarge> {
+        let s = self.shape;
+        let ntid = launch.block.next_multiple_of(s.lanes);
+        let bad = |why| {
+            Err(ImageTooLarge::Launch { grid: launch.grid, block: launch.block, params: launch.params.len(), why })
+        };
+        if launch.params.len() > MAX_PARAMS {
+            return bad("the machine takes at most 8 parameters");
+        }
+        if launch.grid == 0 || launch.block == 0 || ntid > s.block_threads || launch.grid * ntid / s.lanes > s.warps {
+            return bad("not a launch of this machine's warps");
+        }
+        let mut words = vec![ntid as u16, launch.grid as u16];
+        for i in 0..MAX_PARAMS {
+            let p = launch.params.get(i).copied().unwrap_or(0);
+            words.extend([p as u16, (p >> 16) as u16]);
+        }
+        let record = Token::Record { warp: 2, block: 0, mask: 0 };
+        Ok(core::iter::once(record).chain(words.into_iter().map(Token::Val)).collect())
     }
 
     fn table_tokens(&self, program: &Program) -> Result<Vec<Token>, ImageTooLarge> {

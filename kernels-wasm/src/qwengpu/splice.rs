@@ -217,6 +217,10 @@ impl Splice {
             rom: rf.rom(),
             local: rf.local(),
             regs: spec.regs,
+            launch: rf.launch(),
+            thread: rf.thread(),
+            lane: rf.next_lane(0),
+            lanes: spec.lanes,
             block_len: spec.block_len,
             first: rf.first + rf.len(),
         };
@@ -402,7 +406,8 @@ impl Splice {
             return bad(alloc::format!("channel {c} lies outside the stream of {w}"));
         }
         let (e, r) = (&self.exec, &self.registers);
-        if e.one != self.bias || e.rom != r.rom() || e.local != r.local() || e.first < r.first + r.len() {
+        let context = e.launch != r.launch() || e.thread != r.thread() || e.lane != r.next_lane(0);
+        if e.one != self.bias || e.rom != r.rom() || e.local != r.local() || context || e.first < r.first + r.len() {
             return bad(alloc::format!("the executor's channels do not match the register file's: {e:?}"));
         }
         if self.results.registers != *r || self.results.first < e.first + e.len() {

@@ -40,7 +40,9 @@ pub const FORMAT: &str = "substrates-qwengpu-spliced";
 /// 2: the register file's channels (`register_file`) and its three layers.
 /// 3: the executor's and the results row's channels (`exec`, `results`) and their layers in place
 /// of the feed and the lone ALU.
-pub const VERSION: u32 = 3;
+/// 4: the launch context (the register file's launch words and thread channels, the executor's
+/// special registers and parameters).
+pub const VERSION: u32 = 4;
 
 /// The text model: its shape, what it was read from, and whether its head is its embedding.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -1,16 +1,18 @@
 use super::*;
 use crate::bitnet::random::Rng;
-use crate::qwengpu::interp::Machine;
-use crate::qwengpu::isa::{Cmp, MachineSpec, Src, ALUS, CMPS};
+use crate::qwengpu::interp::{Launch, Machine};
+use crate::qwengpu::isa::{Cmp, MachineSpec, Special, Src, ALUS, CMPS, MAX_PARAMS, SPECIALS};
 use crate::qwengpu::limbs::{bias, limbs, word};
 use crate::qwengpu::program_image::block_words;
+use crate::qwengpu::register_file::LAUNCH_WORDS;
 use crate::qwengpu::suite;
 use alloc::string::String;
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
-/// The stream: bias 0, the ROM words from 1, the lane's registers after them, the executor's
-/// channels from there.
+/// The stream: bias 0, the ROM words from 1, the lane's registers, the launch words, the
+/// warp's first thread and thread block and the lane's one-hot group after them, the
+/// executor's channels from there.
 const D: usize = 4096;
 
 struct Lane {
@@ -19,26 +21,81 @@ struct Lane {
     order: Vec<usize>,
 }
 
+/// Where a lane runs: the launch (block, grid, parameters) and the lane's thread.
+#[derive(Debug, Clone)]
+struct Context {
+    launch: Launch,
+    first_tid: usize,
+    cta: usize,
+    lane: usize,
+}
+
+impl Context {
+    /// The interpreter's context of lane `lane` of warp `w` (the block rounded up to warps).
+    fn of(m: &Machine, w: usize, lane: usize) -> Context {
+        let launch = Launch { block: m.launch.block.next_multiple_of(m.spec.lanes), ..m.launch.clone() };
+        Context { launch, first_tid: m.warps[w].first_tid, cta: m.warps[w].cta, lane }
+    }
+
+    /// What `s` reads in this context, written out from the ISA's definitions.
+    fn special(&self, s: Special) -> u32 {
+        (match s {
+            Special::Tid => self.first_tid + self.lane,
+            Special::Ntid => self.launch.block,
+            Special::Ctaid => self.cta,
+            Special::Nctaid => self.launch.grid,
+            Special::LaneId => self.lane,
+            Special::Param(i) => return self.launch.params.get(i as usize).copied().unwrap_or(0),
+        }) as u32
+    }
+}
+
 impl Lane {
     fn new() -> Lane {
         let spec = MachineSpec::default();
         let rom = 1;
         let local = rom + 3 * WORDS * spec.block_len;
-        let exec =
-            Exec { one: 0, rom, local, regs: spec.regs, block_len: spec.block_len, first: local + 4 * spec.regs };
+        let launch = local + 4 * spec.regs;
+        let thread = launch + 3 * LAUNCH_WORDS;
+        let lane = thread + 2;
+        let exec = Exec {
+            one: 0,
+            rom,
+            local,
+            regs: spec.regs,
+            launch,
+            thread,
+            lane,
+            lanes: spec.lanes,
+            block_len: spec.block_len,
+            first: lane + 2 * spec.lanes,
+        };
         assert!(exec.first + exec.len() <= D, "{} channels", exec.len());
         Lane { exec, built: exec.build(), order: (0..D).rev().collect() }
     }
 
-    /// The lane's registers after the layers ran `block` on `regs` (`None`: not a word).
-    fn run(&self, block: &[Inst], regs: &[u32]) -> Vec<Option<u32>> {
+    /// The lane's registers after the layers ran `block` on `regs` in `ctx` (`None`: not a
+    /// word).
+    fn run(&self, block: &[Inst], regs: &[u32], ctx: &Context) -> Vec<Option<u32>> {
         let e = self.exec;
         let mut x = vec![0.0f32; D];
         x[0] = bias(D);
-        for (k, w) in block_words(block).unwrap().into_iter().enumerate() {
-            let at = e.rom + 3 * k;
-            x[at..at + 3].copy_from_slice(&[f32::from(w & 0xff), f32::from(w >> 8), 1.0]);
-        }
+        let mut put = |at: usize, words: Vec<u16>| {
+            for (k, w) in words.into_iter().enumerate() {
+                x[at + 3 * k..][..3].copy_from_slice(&[f32::from(w & 0xff), f32::from(w >> 8), 1.0]);
+            }
+        };
+        put(e.rom, block_words(block).unwrap());
+        let l = &ctx.launch;
+        let params = (0..MAX_PARAMS).map(|i| l.params.get(i).copied().unwrap_or(0));
+        put(
+            e.launch,
+            [l.block as u16, l.grid as u16]
+                .into_iter()
+                .chain(params.flat_map(|p| [p as u16, (p >> 16) as u16]))
+                .collect(),
+        );
+        (x[e.thread], x[e.thread + 1], x[e.lane + 2 * ctx.lane]) = (ctx.first_tid as f32, ctx.cta as f32, 1.0);
         for (r, &v) in regs.iter().enumerate() {
             x[e.local + LIMBS * r..][..LIMBS].copy_from_slice(&limbs(v));
         }
@@ -51,7 +108,7 @@ impl Lane {
 
 /// What the instructions the executor computes do to the registers, written out plainly from
 /// the ISA's definitions (`Alu::eval`, `Cmp::eval`).
-fn reference(block: &[Inst], regs: &mut [u32]) {
+fn reference(block: &[Inst], regs: &mut [u32], ctx: &Context) {
     for inst in block {
         let val = |s: Src, regs: &[u32]| match s {
             Src::Reg(r) => regs[r as usize],
@@ -64,6 +121,7 @@ fn reference(block: &[Inst], regs: &mut [u32]) {
             Inst::Sel { d, c, a, b } => {
                 regs[d as usize] = if regs[c as usize] != 0 { val(a, regs) } else { val(b, regs) }
             }
+            Inst::S2R { d, s } => regs[d as usize] = ctx.special(s),
             _ => {}
         }
     }
@@ -92,7 +150,7 @@ fn supported_blocks_of_the_suite_run_as_the_interpreter_runs_them() {
             steps += 1;
             for l in (0..spec.lanes).filter(|l| mask & 1 << l != 0) {
                 let after = &m.warps[wi].regs[l];
-                let got = lane.run(block, &before[l]);
+                let got = lane.run(block, &before[l], &Context::of(&m, wi, l));
                 let want: Vec<Option<u32>> = after.iter().map(|&v| Some(v)).collect();
                 assert_eq!(got, want, "{}: step {}, warp {wi} block {pc} lane {l}: {block:?}", k.name, m.steps);
                 lanes += 1;
@@ -116,6 +174,7 @@ fn random_blocks_match_the_isa() {
     let mut next = |n: u64| (rng.next_u64() % n) as usize;
     let alus: Vec<Alu> =
         ALUS.into_iter().filter(|&op| supports(&Inst::Alu { op, d: 0, a: Src::Imm(0), b: Src::Imm(0) })).collect();
+    let specials: Vec<Special> = SPECIALS.into_iter().chain((0..MAX_PARAMS as u8).map(Special::Param)).collect();
     let rounds = if cfg!(target_arch = "wasm32") { 20 } else { 150 };
     for round in 0..rounds {
         let value = |next: &mut dyn FnMut(u64) -> usize| match next(3) {
@@ -123,6 +182,11 @@ fn random_blocks_match_the_isa() {
             _ => (next(1 << 32) as u32).rotate_left(next(32) as u32),
         };
         let regs: Vec<u32> = (0..15).map(|_| value(&mut next)).collect();
+        let ntid = 4 * (1 + next(8));
+        let grid = 1 + next((128 / ntid) as u64);
+        let params = (0..next(MAX_PARAMS as u64 + 1)).map(|_| value(&mut next)).collect();
+        let (first_tid, cta, l) = (4 * next(ntid as u64 / 4), next(grid as u64), next(4));
+        let ctx = Context { launch: Launch { grid, block: ntid, params }, first_tid, cta, lane: l };
         let block: Vec<Inst> = (0..4)
             .map(|_| {
                 let r = |next: &mut dyn FnMut(u64) -> usize| next(15) as u8;
@@ -131,7 +195,8 @@ fn random_blocks_match_the_isa() {
                     _ => Src::Reg(r(next)),
                 };
                 let (d, a, b) = (r(&mut next), src(&mut next), src(&mut next));
-                match next(8) {
+                match next(10) {
+                    8 | 9 => Inst::S2R { d, s: specials[next(specials.len() as u64)] },
                     0 => Inst::Mov { d, a },
                     1 => Inst::Sel { d, c: r(&mut next), a, b },
                     2 | 3 => Inst::Set { cmp: CMPS[next(CMPS.len() as u64)], d, a, b },
@@ -140,9 +205,10 @@ fn random_blocks_match_the_isa() {
             })
             .collect();
         let mut want = regs.clone();
-        reference(&block, &mut want);
-        let got = lane.run(&block, &regs);
-        assert_eq!(got, want.into_iter().map(Some).collect::<Vec<_>>(), "round {round}: {block:?} on {regs:x?}");
+        reference(&block, &mut want, &ctx);
+        let got = lane.run(&block, &regs, &ctx);
+        let at = alloc::format!("round {round}: {block:?} on {regs:x?} in {ctx:?}");
+        assert_eq!(got, want.into_iter().map(Some).collect::<Vec<_>>(), "{at}");
     }
 }
 
@@ -150,11 +216,11 @@ fn random_blocks_match_the_isa() {
 /// to come), and what it does compute after it still runs.
 #[test]
 fn unsupported_instructions_write_nothing() {
-    use crate::qwengpu::isa::{Space, Special};
+    use crate::qwengpu::isa::{Shfl, Space};
     let lane = Lane::new();
     let regs: Vec<u32> = (0..15).map(|r| 1000 + r).collect();
     let block = [
-        Inst::S2R { d: 1, s: Special::Tid },
+        Inst::Shfl { mode: Shfl::Idx, d: 1, a: 8, b: Src::Imm(0) },
         Inst::Ld { space: Space::Global, d: 2, a: Src::Reg(3), off: 4 },
         Inst::Alu { op: Alu::DivU, d: 4, a: Src::Reg(5), b: Src::Reg(6) },
         Inst::Set { cmp: Cmp::LtU, d: 7, a: Src::Reg(1), b: Src::Reg(2) },
@@ -162,7 +228,8 @@ fn unsupported_instructions_write_nothing() {
     assert!(block[..3].iter().all(|i| !supports(i)) && supports(&block[3]));
     let mut want: Vec<u32> = regs.clone();
     want[7] = 1;
-    let got = lane.run(&block, &regs);
+    let ctx = Context { launch: Launch { grid: 1, block: 4, params: vec![] }, first_tid: 0, cta: 0, lane: 0 };
+    let got = lane.run(&block, &regs, &ctx);
     assert_eq!(got, want.into_iter().map(Some).collect::<Vec<_>>());
 }
 
@@ -190,6 +257,7 @@ fn each_opcode_lights_its_source() {
                 vec![Source::Alu(Op::Alu(a))]
             }
             IsaOp::Set(c) => vec![Source::Alu(Op::Cmp(c))],
+            IsaOp::S2R(s) => vec![Source::Special(s)],
             _ => vec![],
         };
         assert_eq!(lit, want, "opcode {code} ({op:?})");

@@ -2,7 +2,7 @@ use super::*;
 use crate::bitnet::random::Rng;
 use crate::qwengpu::carry::uses_defs;
 use crate::qwengpu::exec;
-use crate::qwengpu::interp::Machine;
+use crate::qwengpu::interp::{Launch, Machine};
 use crate::qwengpu::isa::Inst;
 use crate::qwengpu::limbs::{norm_weights, rms_norm};
 use crate::qwengpu::machine_tokens::Vocab;
@@ -181,7 +181,7 @@ pub(crate) fn follow(model: &mut impl Fed, kernel: &suite::SuiteKernel, with_tab
         Fed::token(model, t, probe, rng)
     };
     if with_table {
-        for t in model.file().0.image_tokens(&k.program).unwrap() {
+        for t in model.file().0.image_tokens(&k.program, &m.launch).unwrap() {
             feed(model, t, None, rng);
         }
     }
@@ -323,15 +323,64 @@ fn the_rank_names_the_active_lane() {
 #[test]
 fn tables_that_do_not_fit_are_named() {
     let k = suite::kernels().into_iter().find(|k| k.name == "gcd").unwrap();
-    let (kernel, _, _) = k.machine(k.ptx, &MachineSpec::default()).unwrap();
+    let (kernel, _, m) = k.machine(k.ptx, &MachineSpec::default()).unwrap();
     let rf = Stack::new(&MachineSpec::default()).rf;
+    let launch = &m.launch;
     let small = RegisterFile { shape: Shape { blocks: 3, ..rf.shape }, ..rf };
-    let e = small.image_tokens(&kernel.program).unwrap_err();
+    let e = small.image_tokens(&kernel.program, launch).unwrap_err();
     assert!(matches!(e, ImageTooLarge::Blocks { max: 3, .. }), "{e}");
     let narrow = RegisterFile { shape: Shape { slots: 7, ..rf.shape }, ..rf };
-    let e = narrow.image_tokens(&kernel.program).unwrap_err();
+    let e = narrow.image_tokens(&kernel.program, launch).unwrap_err();
     assert!(matches!(e, ImageTooLarge::Slots { max: 7, .. }) && e.to_string().contains("slots"), "{e}");
     let short = RegisterFile { shape: Shape { rom_words: 8, ..rf.shape }, ..rf };
-    let e = short.image_tokens(&kernel.program).unwrap_err();
+    let e = short.image_tokens(&kernel.program, launch).unwrap_err();
     assert!(matches!(e, ImageTooLarge::Rom { max: 8, .. }), "{e}");
+}
+
+/// The launch part: nine parameters, or more warps than the machine has, are named.
+#[test]
+fn launches_that_do_not_fit_are_named() {
+    let rf = Stack::new(&MachineSpec::default()).rf;
+    let nine = Launch { grid: 1, block: 4, params: vec![0; 9] };
+    let e = rf.launch_tokens(&nine).unwrap_err();
+    assert!(matches!(e, ImageTooLarge::Launch { params: 9, .. }) && e.to_string().contains("8 parameters"), "{e}");
+    for (grid, block) in [(5, 32), (1, 33), (0, 4), (2, 0)] {
+        let e = rf.launch_tokens(&Launch { grid, block, params: vec![] }).unwrap_err();
+        assert!(e.to_string().contains(&format!("{grid} × {block} threads")), "{e}");
+    }
+    let tokens = rf.launch_tokens(&Launch { grid: 2, block: 30, params: vec![0x1234_5678] }).unwrap();
+    let want: Vec<Token> = [Token::Record { warp: 2, block: 0, mask: 0 }]
+        .into_iter()
+        .chain([32, 2, 0x5678, 0x1234].into_iter().chain([0; 14]).map(Token::Val))
+        .collect();
+    assert_eq!(tokens, want);
+}
+
+/// The address layer's first thread index and thread block of every warp of every launch
+/// shape, against the interpreter's warps; outside a step (no block size read) both are 0.
+#[test]
+fn each_warp_knows_its_thread_block_and_first_thread() {
+    let spec = MachineSpec::default();
+    let stack = Stack::new(&spec);
+    let rf = stack.rf;
+    let k = suite::kernels().into_iter().find(|k| k.name == "gcd").unwrap();
+    let (kernel, _, _) = k.machine(k.ptx, &spec).unwrap();
+    let at = |ntid: usize, warp: usize| {
+        let mut x = vec![0.0; D];
+        x[0] = crate::qwengpu::limbs::bias(D);
+        (x[rf.record], x[rf.launch()]) = (warp as f32, ntid as f32);
+        stack.address.forward(&mut x, 1e-6, &stack.order);
+        (x[rf.thread()], x[rf.thread() + 1])
+    };
+    let mut warps = 0;
+    for ntid in (spec.lanes..=spec.max_block_threads).step_by(spec.lanes) {
+        let launch = Launch { grid: spec.max_threads / ntid, block: ntid, params: vec![] };
+        let m = Machine::new(spec, kernel.program.clone(), &[], launch).unwrap();
+        for (w, warp) in m.warps.iter().enumerate() {
+            assert_eq!(at(ntid, w), (warp.first_tid as f32, warp.cta as f32), "warp {w} of blocks of {ntid}");
+            warps += 1;
+        }
+    }
+    assert!(warps > 240, "{warps} warps");
+    assert!((0..32).all(|w| at(0, w) == (0.0, 0.0)));
 }
