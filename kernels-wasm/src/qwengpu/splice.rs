@@ -94,7 +94,9 @@ pub struct Splice {
     pub flag: usize,
     pub flag_value: f32,
     pub vocab: Vocab,
-    /// The machine's layers on the shared stream, in front of the text's.
+    /// The machine's sublayers on the shared stream, in front of the text's. A Gated DeltaNet
+    /// and the SwiGLU MLP after it are one decoder layer (Qwen3.5's token mixer and MLP); an MLP
+    /// with no DeltaNet before it is a decoder layer whose mixer writes nothing.
     pub layers: Vec<Compiled>,
     /// The one-hot slot of a VAL token in its step (`slot_counter`): `slots` channels from `slot`.
     pub slot: usize,
@@ -144,7 +146,10 @@ pub struct StreamNorms {
 /// What a spliced model holds, for the CLIs (`Display` prints it in two lines).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sizes {
+    /// Compiled decoder layers: each a token mixer (a Gated DeltaNet, or none) then a SwiGLU
+    /// MLP, as Qwen3.5's layers are, so counted as the text's are.
     pub machine_layers: usize,
+    /// Of those, the layers whose mixer is a Gated DeltaNet.
     pub deltanet_layers: usize,
     pub text_layers: usize,
     pub width: usize,
@@ -164,13 +169,13 @@ impl core::fmt::Display for Sizes {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         writeln!(
             f,
-            "{} layers: {} compiled ({} SwiGLU, {} hidden units; {} Gated DeltaNet, a state of {} floats; {} nonzero weights, {:.2e} as dense matrices) in front of the text's {}",
+            "{} decoder layers: {} compiled ({} with a Gated DeltaNet mixer, a state of {} floats; {} SwiGLU MLPs of {} hidden units; {} nonzero weights, {:.2e} as dense matrices) in front of the text's {}",
             self.machine_layers + self.text_layers,
             self.machine_layers,
-            self.machine_layers - self.deltanet_layers,
-            self.hidden_units,
             self.deltanet_layers,
             self.state,
+            self.machine_layers,
+            self.hidden_units,
             self.nonzero,
             self.dense as f64,
             self.text_layers
@@ -321,7 +326,7 @@ impl Splice {
             }
         }
         Sizes {
-            machine_layers: self.layers.len(),
+            machine_layers: self.layers.len() - deltanet_layers,
             deltanet_layers,
             text_layers: self.text.layers,
             width: self.width,
@@ -359,6 +364,11 @@ impl Splice {
                 self.embed.len(),
                 self.head.len()
             ));
+        }
+        // Decoder layers: every Gated DeltaNet is a mixer, so an MLP follows it.
+        let mixers = self.layers.iter().map(|l| matches!(l, Compiled::DeltaNet(_)));
+        if let Some(i) = mixers.clone().zip(mixers.skip(1).chain([true])).position(|(a, b)| a && b) {
+            return bad(alloc::format!("compiled layer {i}: a Gated DeltaNet with no SwiGLU MLP after it"));
         }
         for (i, l) in self.layers.iter().enumerate() {
             if let Compiled::DeltaNet(d) = l {

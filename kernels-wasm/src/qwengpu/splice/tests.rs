@@ -8,6 +8,7 @@ use crate::qwengpu::deltanet::DeltaNet;
 use crate::qwengpu::register_file::tests::{follow, Checked, Fed};
 use crate::qwengpu::register_file::RegisterFile;
 use crate::qwengpu::suite;
+use alloc::format;
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
@@ -178,6 +179,15 @@ fn bad_splices_and_tokens_are_errors() {
     assert_eq!(Splice::new(c).err(), Some(SpliceError::Hidden(200)));
     let (c, mut model) = llama();
     let splice = Splice::new(c).unwrap();
+    // Decoder layers: two mixers in a row, or a mixer last, are not one.
+    let mut swapped = splice.clone();
+    swapped.layers.swap(1, 2);
+    let mut last = splice.clone();
+    last.layers.pop();
+    for (bad, at) in [(swapped, 0), (last, splice.layers.len() - 2)] {
+        let e = bad.check().unwrap_err().to_string();
+        assert!(e.contains(&format!("layer {at}: a Gated DeltaNet with no SwiGLU")), "{e}");
+    }
     let mut spliced = Runner::spliced(c, &model, &splice).unwrap();
     let past = splice.vocab_size();
     assert_eq!(spliced.forward(past).err(), Some(SpliceError::Token { token: past, vocab: past }));
