@@ -8,10 +8,13 @@
 //! and the lane as a one-hot group. The executor rewrites the register channels in place: after
 //! its layers they hold the registers after the block, for every instruction it computes.
 //!
-//! 1. **Decode** (one layer, every instruction at once: it reads only ROM words): per instruction
-//!    a flag per result *source* (`mov`, `sel`, each operation of the ALU), one-hot `a`, `b`, `c`,
-//!    `d` registers and the two immediate flags. An opcode the executor does not compute lights
-//!    no source, so its instruction writes nothing.
+//! 1. **Decode** (from the ROM words alone): a flag per result *source* (`mov`, `sel`, each
+//!    operation of the ALU, each special register and parameter), one-hot `a`, `b`, `c`, `d`
+//!    registers and the two immediate flags. An opcode the executor does not compute lights no
+//!    source, so its instruction writes nothing. One set of these channels serves the whole
+//!    block, decoded just in time: instruction 0's in the decode layer, each next one's in the
+//!    writeback layer of the one before, which also clears the old fields (its units read them
+//!    before the layer adds anything), so four instructions cost one instruction's channels.
 //! 2. **Per instruction** (`1 + alu + 1` layers):
 //!    - *operands*: `A = Σ_r [a = r ∧ ¬imm_a] · reg_r + [imm_a] · imm_a` limb by limb (one gated
 //!      unit a limb and term, `Layer::gated`'s trick with an AND in the gate), `B` likewise, and
@@ -161,8 +164,9 @@ impl Exec {
         sources + 4 * self.regs + 2
     }
 
-    fn fields(&self, i: usize, sources: usize) -> Fields {
-        let base = self.first - self.one + i * self.field_len(sources);
+    /// The decoded fields of the instruction running (one set for all of a block's).
+    fn fields(&self, sources: usize) -> Fields {
+        let base = self.first - self.one;
         let a = base + sources;
         let (b, c, d) = (a + self.regs, a + 2 * self.regs, a + 3 * self.regs);
         Fields { sources: base, a, b, c, d, imm: [a + 4 * self.regs, a + 4 * self.regs + 1] }
@@ -172,7 +176,7 @@ impl Exec {
     fn alu_channel(&self, c: usize, sources: usize) -> usize {
         match c {
             0 => 0,
-            c => self.first - self.one + self.block_len * self.field_len(sources) + c - 1,
+            c => self.first - self.one + self.field_len(sources) + c - 1,
         }
     }
 
@@ -201,33 +205,36 @@ impl Exec {
         self.local - self.one + LIMBS * r
     }
 
+    /// Instruction `i`'s fields from its ROM words, added to `f`'s channels in `layer`.
+    fn decode_into(&self, layer: &mut Layer, i: usize, f: &Fields, alu: &AluStack, sources: &[Source]) {
+        let mut flags: Vec<Option<usize>> = opcodes()
+            .iter()
+            .map(|&op| Source::of(op, alu).and_then(|s| sources.iter().position(|&t| t == s)).map(|k| f.sources + k))
+            .collect();
+        flags.push(None);
+        layer.one_hot(&[(self.word(i, 0), 1.0)], &flags);
+        let regs = |at: usize| (0..self.regs).map(|r| Some(at + r)).chain([None]).collect::<Vec<_>>();
+        layer.one_hot(&[(self.word(i, 0) + 1, 1.0)], &regs(f.d));
+        layer.one_hot(&[(self.word(i, 1), 1.0)], &regs(f.a));
+        layer.one_hot(&[(self.word(i, 1) + 1, 1.0)], &regs(f.b));
+        layer.one_hot(&[(self.word(i, 2), 1.0)], &regs(f.c));
+        // The flags byte's bits 0 and 1 (its highest bit is 8: values 0..16).
+        for (bit, to) in f.imm.into_iter().enumerate() {
+            let bits: Vec<Option<usize>> = (0..17).map(|v| (v < 16 && v >> bit & 1 == 1).then_some(to)).collect();
+            layer.one_hot(&[(self.word(i, 2) + 1, 1.0)], &bits);
+        }
+    }
+
     pub fn build(&self) -> Built {
         let alu = AluStack::build();
         let sources = Self::sources(&alu);
         let n = sources.len();
+        // One set of field channels serves every instruction: instruction 0's are decoded
+        // here, each next one's in the writeback layer of the one before, which reads the old
+        // fields and clears them in the same layer (every unit reads the layer's input).
+        let f = self.fields(n);
         let mut decode = Layer::default();
-        let codes = opcodes();
-        for i in 0..self.block_len {
-            let f = self.fields(i, n);
-            let mut flags: Vec<Option<usize>> = codes
-                .iter()
-                .map(|&op| {
-                    Source::of(op, &alu).and_then(|s| sources.iter().position(|&t| t == s)).map(|k| f.sources + k)
-                })
-                .collect();
-            flags.push(None);
-            decode.one_hot(&[(self.word(i, 0), 1.0)], &flags);
-            let regs = |at: usize| (0..self.regs).map(|r| Some(at + r)).chain([None]).collect::<Vec<_>>();
-            decode.one_hot(&[(self.word(i, 0) + 1, 1.0)], &regs(f.d));
-            decode.one_hot(&[(self.word(i, 1), 1.0)], &regs(f.a));
-            decode.one_hot(&[(self.word(i, 1) + 1, 1.0)], &regs(f.b));
-            decode.one_hot(&[(self.word(i, 2), 1.0)], &regs(f.c));
-            // The flags byte's bits 0 and 1 (its highest bit is 8: values 0..16).
-            for (bit, to) in f.imm.into_iter().enumerate() {
-                let bits: Vec<Option<usize>> = (0..17).map(|v| (v < 16 && v >> bit & 1 == 1).then_some(to)).collect();
-                decode.one_hot(&[(self.word(i, 2) + 1, 1.0)], &bits);
-            }
-        }
+        self.decode_into(&mut decode, 0, &f, &alu, &sources);
         let alu_layers: Vec<Layer> = alu.layers.iter().map(|l| l.mapped(|c| self.alu_channel(c, n))).collect();
         let [a, b] = [alu.a, alu.b].map(|c| self.alu_channel(c, n));
         let [c, nz, sel] = self.sel(&alu, n);
@@ -246,7 +253,6 @@ impl Exec {
         };
         let mut stages = Vec::new();
         for i in 0..self.block_len {
-            let f = self.fields(i, n);
             let mut operands = Layer::default();
             if i > 0 {
                 // What the previous instruction left: the ALU's channels and sel's.
@@ -283,6 +289,12 @@ impl Exec {
                         and_unit(&mut writeback, &[f.d + r, f.sources + k], &[], up, self.reg(r) + l, 1.0);
                     }
                 }
+            }
+            if i + 1 < self.block_len {
+                for ch in f.sources..f.sources + self.field_len(n) {
+                    and_unit(&mut writeback, &[], &[], vec![(ch, 1.0)], ch, -1.0);
+                }
+                self.decode_into(&mut writeback, i + 1, &f, &alu, &sources);
             }
             layers.push(writeback);
             stages.extend(layers);
