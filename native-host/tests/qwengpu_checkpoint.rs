@@ -115,8 +115,8 @@ fn smollm2_spliced_to_disk_and_measured_from_it() {
     let out = Command::new(bin).args(["qwengpu", "splice", "-m"]).arg(&gguf).arg("-o").arg(&dir).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let said = String::from_utf8_lossy(&out.stdout);
-    let compiled = Splice::new(kernels_wasm::qwengpu::splice::TINY_TEXT).unwrap().layers.len();
-    let layers = format!("{} layers", compiled + 30);
+    let compiled = Splice::new(kernels_wasm::qwengpu::splice::TINY_TEXT).unwrap().sizes().machine_layers;
+    let layers = format!("{} decoder layers: {compiled} compiled", compiled + 30);
     assert!(said.contains(&layers) && said.contains("2304 channels"), "{said}");
     let out = Command::new(bin)
         .args(["qwengpu", "drift", "--json", "--positions", "40", "--passage", "41", "--steps", "2", "--load"])

@@ -82,17 +82,24 @@ fn the_machine_computes_inside_smollm2() {
     let kernel = suite::kernels().into_iter().find(|k| k.name == "is_prime").unwrap();
     let (k, _, mut m) = kernel.machine(kernel.ptx, &spec).unwrap();
     let (carry, rf) = (block_carry(&k.program), &splice.registers);
-    for t in rf.image_tokens(&k.program, &m.launch).unwrap() {
+    // The prompt: the program image, the launch and global memory. Stores do not reach the
+    // model's memory yet, so each step is checked as the interpreter runs it on that memory.
+    let image = m.global.clone();
+    for t in rf.image_tokens(&k.program, &m.launch).unwrap().into_iter().chain(rf.memory_tokens(&image).unwrap()) {
         spliced.forward(splice.token_id(t)).unwrap();
     }
     let (mut computed, mut predicted) = (0, 0);
     while !m.finished() && m.steps < 60 {
         let (_, mask) = m.warps[m.current].active();
+        let mut shadow = m.clone();
+        shadow.global.clone_from(&image);
+        shadow.step().unwrap();
         let step = m.step().unwrap().unwrap();
         let lane = mask.trailing_zeros() as usize;
-        let regs = &m.warps[step.warp].regs;
         let pc = step.block;
-        let tokens = RegisterFile::step_tokens(&step, carry[pc].live_out_writes, regs);
+        let tokens = RegisterFile::step_tokens(&step, carry[pc].live_out_writes, &m.warps[step.warp].regs);
+        let regs = &shadow.warps[step.warp].regs;
+        let seen = RegisterFile::step_tokens(&step, carry[pc].live_out_writes, regs);
         let block = &k.program.blocks[pc];
         let whole = block.iter().all(|&inst| exec::supports(&normal(inst)));
         for (i, &t) in tokens.iter().enumerate() {
@@ -111,7 +118,7 @@ fn the_machine_computes_inside_smollm2() {
             }
             // The next token where it is a VAL token of a block the executor computes; the
             // token itself at the step's last position (the sequencer is not built yet).
-            let want = match tokens.get(i + 1) {
+            let want = match seen.get(i + 1) {
                 Some(&next) if whole => next,
                 Some(_) => continue,
                 None => t,

@@ -32,12 +32,14 @@
 //! Terminators write no register and are computed as nothing; so are the instructions the
 //! executor does not compute yet (`supports` says which), which the tests leave out.
 
-use super::isa::{Alu, Inst, Op as IsaOp, Special, MAX_PARAMS, SPECIALS};
+use super::deltanet::DeltaNetWeights;
+use super::isa::{Alu, Inst, Op as IsaOp, Space, Special, MAX_PARAMS, SPECIALS};
 use super::limb_alu::{AluStack, Op};
 use super::limbs::{Layer, Unit, LIMBS};
 use super::program_image::{opcodes, WORDS};
 use alloc::vec;
 use alloc::vec::Vec;
+use load::LoadChannels;
 
 /// The parameters as special registers, in order.
 const PARAMS: [Special; MAX_PARAMS] = {
@@ -58,6 +60,8 @@ pub enum Source {
     Sel,
     Alu(Op),
     Special(Special),
+    /// A global load's word (`load`).
+    Load,
 }
 
 impl Source {
@@ -68,6 +72,7 @@ impl Source {
             IsaOp::Alu(a) => Source::Alu(Op::Alu(a)),
             IsaOp::Set(c) => Source::Alu(Op::Cmp(c)),
             IsaOp::S2R(s) => Source::Special(s),
+            IsaOp::Ld(Space::Global) => Source::Load,
             _ => return None,
         };
         match s {
@@ -83,6 +88,7 @@ impl Source {
 pub fn supports(inst: &Inst) -> bool {
     match *inst {
         Inst::Mov { .. } | Inst::Set { .. } | Inst::Sel { .. } | Inst::S2R { .. } => true,
+        Inst::Ld { space: Space::Global, .. } => true,
         Inst::Alu { op, .. } => !matches!(op, Alu::DivS | Alu::DivU | Alu::RemS | Alu::RemU),
         Inst::Bra { .. } | Inst::Bar | Inst::Exit => true,
         _ => false,
@@ -106,6 +112,12 @@ pub struct Exec {
     /// The lane as a one-hot group (lane `l` at `lane + 2·l`, the register file's next lane).
     pub lane: usize,
     pub lanes: usize,
+    /// Where a memory token writes (`register_file::MEMORY_GROUPS`), the token's two limbs, the
+    /// stream's width and global memory's words: for the load mixers (`load`).
+    pub memory: usize,
+    pub val: [usize; 2],
+    pub d_model: usize,
+    pub global_words: usize,
     /// Instructions per block.
     pub block_len: usize,
     /// Its own channels from here ([`Self::len`]).
@@ -117,6 +129,9 @@ pub struct Built {
     pub decode: Layer,
     /// Each instruction's layers, one after the other.
     pub stages: Vec<Layer>,
+    /// Gated DeltaNet mixers, each with the index of the stage layer it goes before (the two
+    /// make one decoder layer).
+    pub mixers: Vec<(usize, DeltaNetWeights)>,
     pub sources: Vec<Source>,
 }
 
@@ -129,6 +144,8 @@ struct Fields {
     c: usize,
     d: usize,
     imm: [usize; 2],
+    /// 1 for a memory access (its address is `a` plus the offset in `a`'s immediate words).
+    access: usize,
 }
 
 impl Exec {
@@ -136,6 +153,7 @@ impl Exec {
         let mut v = vec![Source::Mov, Source::Sel];
         v.extend(alu.results.iter().map(|&(op, _)| Source::Alu(op)));
         v.extend(SPECIALS.iter().chain(&PARAMS).map(|&s| Source::Special(s)));
+        v.push(Source::Load);
         v
     }
 
@@ -161,7 +179,7 @@ impl Exec {
 
     /// Channels one instruction's decoded fields take.
     fn field_len(&self, sources: usize) -> usize {
-        sources + 4 * self.regs + 2
+        sources + 4 * self.regs + 3
     }
 
     /// The decoded fields of the instruction running (one set for all of a block's).
@@ -169,7 +187,8 @@ impl Exec {
         let base = self.first - self.one;
         let a = base + sources;
         let (b, c, d) = (a + self.regs, a + 2 * self.regs, a + 3 * self.regs);
-        Fields { sources: base, a, b, c, d, imm: [a + 4 * self.regs, a + 4 * self.regs + 1] }
+        let imm = [a + 4 * self.regs, a + 4 * self.regs + 1];
+        Fields { sources: base, a, b, c, d, imm, access: imm[1] + 1 }
     }
 
     /// The ALU's channel `c` (its own numbering: 0 the bias) in this stream, relative to the bias.
@@ -186,10 +205,16 @@ impl Exec {
         [c, c + LIMBS, c + LIMBS + 1]
     }
 
+    /// A load's channels, after `sel`'s.
+    fn load(&self, alu: &AluStack, sources: usize) -> LoadChannels {
+        let address = alu.results.iter().find(|r| r.0 == Op::Alu(Alu::Add)).map_or(0, |r| r.1);
+        LoadChannels { address: self.alu_channel(address, sources), first: self.sel(alu, sources)[2] + LIMBS }
+    }
+
     /// The channels from `first` on that this uses.
     pub fn len(&self) -> usize {
         let alu = AluStack::build();
-        self.sel(&alu, Self::sources(&alu).len())[2] + LIMBS - (self.first - self.one)
+        self.load(&alu, Self::sources(&alu).len()).used().end - (self.first - self.one)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -213,6 +238,11 @@ impl Exec {
             .collect();
         flags.push(None);
         layer.one_hot(&[(self.word(i, 0), 1.0)], &flags);
+        let access: Vec<Option<usize>> = opcodes()
+            .iter()
+            .map(|op| matches!(op, IsaOp::Ld(_) | IsaOp::St(_) | IsaOp::Atom(_)).then_some(f.access))
+            .collect();
+        layer.one_hot(&[(self.word(i, 0), 1.0)], &access);
         let regs = |at: usize| (0..self.regs).map(|r| Some(at + r)).chain([None]).collect::<Vec<_>>();
         layer.one_hot(&[(self.word(i, 0) + 1, 1.0)], &regs(f.d));
         layer.one_hot(&[(self.word(i, 1), 1.0)], &regs(f.a));
@@ -238,6 +268,7 @@ impl Exec {
         let alu_layers: Vec<Layer> = alu.layers.iter().map(|l| l.mapped(|c| self.alu_channel(c, n))).collect();
         let [a, b] = [alu.a, alu.b].map(|c| self.alu_channel(c, n));
         let [c, nz, sel] = self.sel(&alu, n);
+        let load = self.load(&alu, n);
         // Each limb of a source's result as a sum of channels (none: the limb is 0).
         let contiguous = |at: usize, limbs: usize| -> [Vec<(usize, f32)>; LIMBS] {
             core::array::from_fn(|l| if l < limbs { vec![(at + l, 1.0)] } else { vec![] })
@@ -250,25 +281,39 @@ impl Exec {
                 contiguous(at, if matches!(op, Op::Cmp(_)) { 1 } else { LIMBS })
             }
             Source::Special(s) => self.special(s),
+            Source::Load => contiguous(load.loaded(), LIMBS),
         };
+        let load_flag = f.sources + sources.iter().position(|&s| s == Source::Load).unwrap_or(0);
+        let index = load.index(self.global_words);
+        let mixer = load.mixer(self.d_model, self.one, self.memory, self.val, self.one + load_flag);
+        let mut mixers = Vec::new();
         let mut stages = Vec::new();
         for i in 0..self.block_len {
             let mut operands = Layer::default();
             if i > 0 {
                 // What the previous instruction left: the ALU's channels and sel's.
-                let used = (1..alu.channels).map(|c| self.alu_channel(c, n)).chain(c..sel + LIMBS);
+                let used = (1..alu.channels).map(|c| self.alu_channel(c, n)).chain(c..sel + LIMBS).chain(load.used());
                 for ch in used {
                     and_unit(&mut operands, &[], &[], vec![(ch, 1.0)], ch, -1.0);
                 }
             }
-            for (to, reg, imm, imm_word) in [(a, f.a, f.imm[0], 4), (b, f.b, f.imm[1], 6)] {
+            // A memory access adds the offset in `a`'s immediate words to `a` (the whole
+            // address there when `a` is an immediate): `A` is `a`'s register or 0, `B` those
+            // words, and the adder gives the address.
+            let imm_limb = |w: usize, l: usize| self.word(i, w + l / 2) + l % 2;
+            for (to, reg, imm, imm_word, reg_off) in
+                [(a, f.a, f.imm[0], 4, &[][..]), (b, f.b, f.imm[1], 6, &[f.access][..])]
+            {
                 for l in 0..LIMBS {
                     for r in 0..self.regs {
-                        and_unit(&mut operands, &[reg + r], &[imm], vec![(self.reg(r) + l, 1.0)], to + l, 1.0);
+                        let off = [&[imm][..], reg_off].concat();
+                        and_unit(&mut operands, &[reg + r], &off, vec![(self.reg(r) + l, 1.0)], to + l, 1.0);
                     }
-                    let limb = self.word(i, imm_word + l / 2) + l % 2;
-                    and_unit(&mut operands, &[imm], &[], vec![(limb, 1.0)], to + l, 1.0);
+                    and_unit(&mut operands, &[imm], &[f.access], vec![(imm_limb(imm_word, l), 1.0)], to + l, 1.0);
                 }
+            }
+            for l in 0..LIMBS {
+                and_unit(&mut operands, &[f.access], &[], vec![(imm_limb(4, l), 1.0)], b + l, 1.0);
             }
             for l in 0..LIMBS {
                 for r in 0..self.regs {
@@ -279,6 +324,11 @@ impl Exec {
             layers.extend(alu_layers.iter().cloned());
             layers[1].step(&(0..LIMBS).map(|l| (c + l, 1.0)).collect::<Vec<_>>(), 1.0, &[(nz, 1.0)]);
             layers[2].units.extend(super::limbs::select(nz, a, b, sel).units);
+            // A load's word index from the adder's result, then its word, read by a mixer.
+            for (layer, units) in layers[3..5].iter_mut().zip(index.clone()) {
+                layer.units.extend(units.units);
+            }
+            mixers.push((stages.len() + 5, mixer.clone()));
             let mut writeback = Layer::default();
             for (k, &s) in sources.iter().enumerate() {
                 let terms = result(s);
@@ -300,7 +350,7 @@ impl Exec {
             stages.extend(layers);
         }
         let shift = |l: Layer| l.shifted(self.one);
-        Built { decode: shift(decode), stages: stages.into_iter().map(shift).collect(), sources }
+        Built { decode: shift(decode), stages: stages.into_iter().map(shift).collect(), mixers, sources }
     }
 }
 
@@ -314,6 +364,8 @@ pub(super) fn and_unit(layer: &mut Layer, on: &[usize], off: &[usize], up: Vec<(
     let up = up.into_iter().map(|(c, w)| (c, w / 256.0)).collect();
     layer.units.push(Unit { gate, up, down: vec![(to, k)] });
 }
+
+mod load;
 
 #[cfg(test)]
 mod tests;

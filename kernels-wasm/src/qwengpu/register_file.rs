@@ -90,9 +90,14 @@ pub enum ImageTooLarge {
     Rom { block: usize, words: usize, max: usize },
     #[error("a launch of {grid} × {block} threads with {params} parameters: {why}")]
     Launch { grid: usize, block: usize, params: usize, why: &'static str },
+    #[error("{words} words of global memory; the memory rows hold {max}")]
+    Memory { words: usize, max: usize },
     #[error(transparent)]
     Encoding(#[from] ImageError),
 }
+
+/// Global memory's rows as address groups: 8 pages of 16 words (126 used), two halves each.
+pub const MEMORY_GROUPS: [usize; 3] = [8, 16, 2];
 
 /// Words of the launch part: the block's threads (rounded up to whole warps), the grid's
 /// blocks, then each parameter's low and high half.
@@ -185,9 +190,15 @@ impl RegisterFile {
         self.launch() + 3 * LAUNCH_WORDS
     }
 
+    /// Where a memory token of the prompt writes (§12): one-hot page, word in the page and
+    /// half ([`MEMORY_GROUPS`]).
+    pub fn memory(&self) -> usize {
+        self.thread() + 2
+    }
+
     /// The channels from `first` on that this uses.
     pub fn len(&self) -> usize {
-        self.thread() + 2 - self.first
+        self.memory() + MEMORY_GROUPS.iter().sum::<usize>() - self.first
     }
 
     pub fn is_empty(&self) -> bool {
@@ -271,7 +282,27 @@ impl RegisterFile {
             l.one_hot(&[mask, (next + 1, 1.0)], &targets);
         }
         self.thread_units(&mut l);
+        self.memory_units(&mut l);
         l.shifted(self.one)
+    }
+
+    /// A memory token's row (§12): the `j`-th VAL token after a memory record `(warp 3, page
+    /// p, mask 0)` is half `j mod 2` of word `j / 2` of page `p`. One AND unit per target and
+    /// slot; elsewhere every group is 0 and the memory layers write nothing.
+    fn memory_units(&self, l: &mut Layer) {
+        let [pages, words, _] = MEMORY_GROUPS;
+        let on = [self.image_flag(), self.warp() + 3].map(|c| self.at(c));
+        let (page, word) = (self.at(self.memory()), self.at(self.memory() + pages));
+        let half = word + words;
+        for p in 0..pages {
+            super::exec::and_unit(l, &[on[0], on[1], self.at(self.block() + p)], &[], vec![(0, 1.0)], page + p, 1.0);
+        }
+        for j in 0..2 * words {
+            let slot = self.at(self.slot + 1 + j);
+            for to in [word + j / 2, half + j % 2] {
+                super::exec::and_unit(l, &[on[0], on[1], slot], &[], vec![(0, 1.0)], to, 1.0);
+            }
+        }
     }
 
     /// The step's warp's first thread index and thread block (§11), as the interpreter lays
@@ -369,6 +400,23 @@ impl RegisterFile {
             tokens.extend(words.into_iter().map(Token::Val));
         }
         tokens.extend(self.launch_tokens(launch)?);
+        Ok(tokens)
+    }
+
+    /// Global memory as the prompt writes it (§12): per page of 16 words, a memory record
+    /// `(warp 3, page, mask 0)` and each word's low and high half. Every page is written, zeros
+    /// too, so that nothing of an earlier launch's memory is left.
+    pub fn memory_tokens(&self, global: &[u32]) -> Result<Vec<Token>, ImageTooLarge> {
+        let [pages, words, _] = MEMORY_GROUPS;
+        if global.len() > pages * words {
+            return Err(ImageTooLarge::Memory { words: global.len(), max: pages * words });
+        }
+        let mut tokens = Vec::new();
+        for p in 0..pages {
+            tokens.push(Token::Record { warp: 3, block: p as u32, mask: 0 });
+            let word = |w: usize| global.get(p * words + w).copied().unwrap_or(0);
+            tokens.extend((0..words).flat_map(|w| [word(w) as u16, (word(w) >> 16) as u16]).map(Token::Val));
+        }
         Ok(tokens)
     }
 

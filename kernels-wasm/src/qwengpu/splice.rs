@@ -226,6 +226,10 @@ impl Splice {
             thread: rf.thread(),
             lane: rf.next_lane(0),
             lanes: spec.lanes,
+            memory: rf.memory(),
+            val: rf.val,
+            d_model: width,
+            global_words: spec.global_words,
             block_len: spec.block_len,
             first: rf.first + rf.len(),
         };
@@ -262,7 +266,13 @@ impl Splice {
         if let Some(first) = stages.first_mut() {
             first.units.extend(results.flags().units);
         }
-        layers.extend(stages.into_iter().map(Compiled::SwiGlu));
+        let mut mixers = built.mixers.into_iter().peekable();
+        for (i, stage) in stages.into_iter().enumerate() {
+            if let Some((_, w)) = mixers.next_if(|(at, _)| *at == i) {
+                layers.push(Compiled::DeltaNet(Box::new(w)));
+            }
+            layers.push(Compiled::SwiGlu(stage));
+        }
         layers.push(Compiled::DeltaNet(Box::new(results.weights())));
         layers.push(Compiled::SwiGlu(results.output()));
         let flag = width - 1;
@@ -416,7 +426,12 @@ impl Splice {
             return bad(alloc::format!("channel {c} lies outside the stream of {w}"));
         }
         let (e, r) = (&self.exec, &self.registers);
-        let context = e.launch != r.launch() || e.thread != r.thread() || e.lane != r.next_lane(0);
+        let context = e.launch != r.launch()
+            || e.thread != r.thread()
+            || e.lane != r.next_lane(0)
+            || e.memory != r.memory()
+            || e.val != r.val
+            || e.d_model != w;
         if e.one != self.bias || e.rom != r.rom() || e.local != r.local() || context || e.first < r.first + r.len() {
             return bad(alloc::format!("the executor's channels do not match the register file's: {e:?}"));
         }

@@ -42,7 +42,9 @@ pub const FORMAT: &str = "substrates-qwengpu-spliced";
 /// of the feed and the lone ALU.
 /// 4: the launch context (the register file's launch words and thread channels, the executor's
 /// special registers and parameters).
-pub const VERSION: u32 = 4;
+/// 5: global loads (the register file's memory groups, the executor's load channels and its
+/// load mixers, one before each instruction's sixth stage layer).
+pub const VERSION: u32 = 5;
 
 /// The text model: its shape, what it was read from, and whether its head is its embedding.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

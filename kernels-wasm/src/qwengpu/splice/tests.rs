@@ -265,6 +265,7 @@ fn run_kernels(names: &[&str]) -> Checked {
         total.nonzero += checked.nonzero;
         total.executed += checked.executed;
         total.predicted += checked.predicted;
+        total.stale += checked.stale;
     }
     total
 }
@@ -281,11 +282,11 @@ fn the_spliced_model_runs_a_kernels_blocks() {
     assert!(c.nonzero > 10 && c.executed > at_least / 2 && c.predicted > at_least, "{c:?}");
 }
 
-/// The same through all 49 suite kernels (about 6 minutes in release: run it with
+/// The same through all 49 suite kernels (about 9 minutes in release: run it with
 /// `cargo test --release -p kernels-wasm --lib -- --ignored the_spliced_model_runs_the_suite`).
 #[cfg(not(target_arch = "wasm32"))]
 #[test]
-#[ignore = "the whole suite, about 6 minutes in release"]
+#[ignore = "the whole suite, about 9 minutes in release"]
 fn the_spliced_model_runs_the_suite() {
     let c = run_kernels(&[]);
     std::eprintln!("{c:?}");

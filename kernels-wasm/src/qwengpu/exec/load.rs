@@ -1,0 +1,94 @@
+//! Global loads inside the executor (`docs/qwengpu-second-machine.md` §12): the word index
+//! from the address the ALU's adder computes, then a Gated DeltaNet mixer that reads the word's
+//! two halves from memory rows the prompt wrote.
+//!
+//! **The word index** `(addr / 4) mod n` (the interpreter's) is `(addr mod 4n) / 4`, and
+//! `addr mod 4n = (Σ_k l_k · (256^k mod 4n)) mod 4n` over the address's limbs `l_k`.
+//! - Layer 1: `t_k = (l_k · (256^k mod 4n)) mod 4n` for the three high limbs, each an integer
+//!   function of one limb: one step unit per limb value, the differences telescoping.
+//! - Layer 2: `s = l_0 + t_1 + t_2 + t_3` is below `256 + 3 · 4n`, and `(s mod 4n) / 4` as
+//!   one-hot page and word-in-page groups, one step unit wherever a group's target changes.
+//!
+//! Every quantity is an integer below 2^11, so each step unit is exact (`limbs`).
+//!
+//! **The read** (`limb_memory`): rows `page × word × half` hold 16-bit halves as two limbs. The
+//! prompt's memory tokens write them (the register file gives their address groups); a load
+//! reads both halves where its source flag is 1. Each instruction has a mixer of its own, all
+//! written alike, since a layer's state is its own.
+
+use super::super::deltanet::DeltaNetWeights;
+use super::super::limb_memory::{self, Digit, Head, Layout};
+use super::super::limbs::{Layer, LIMBS};
+use super::super::register_file::MEMORY_GROUPS;
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// The load's channels (relative to the bias, as the executor's layers are built).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct LoadChannels {
+    /// The adder's result: the byte address.
+    pub address: usize,
+    /// `t_1`, `t_2`, `t_3`, then one-hot page and word-in-page, then the word read (four limbs).
+    pub first: usize,
+}
+
+impl LoadChannels {
+    pub const LEN: usize = 3 + MEMORY_GROUPS[0] + MEMORY_GROUPS[1] + LIMBS;
+
+    fn page(&self) -> usize {
+        self.first + 3
+    }
+    fn word(&self) -> usize {
+        self.page() + MEMORY_GROUPS[0]
+    }
+    pub fn loaded(&self) -> usize {
+        self.word() + MEMORY_GROUPS[1]
+    }
+
+    /// The two index layers' units, for a memory of `words` words.
+    pub fn index(&self, words: usize) -> [Layer; 2] {
+        let m = 4 * words;
+        let mut first = Layer::default();
+        let mut weight = 1;
+        for k in 1..LIMBS {
+            weight = weight * 256 % m;
+            let f = |v: usize| (v * weight % m) as f32;
+            for v in 1..256 {
+                first.step(&[(self.address + k, 1.0)], v as f32, &[(self.first + k - 1, f(v) - f(v - 1))]);
+            }
+        }
+        let mut second = Layer::default();
+        let terms = [(self.address, 1.0), (self.first, 1.0), (self.first + 1, 1.0), (self.first + 2, 1.0)];
+        let span = 256 + 3 * m;
+        // Page and word in the page of `(s mod 4n) / 4`.
+        let per_page = MEMORY_GROUPS[1];
+        for (at, page) in [(self.page(), true), (self.word(), false)] {
+            let digit = |index: usize| if page { index / per_page } else { index % per_page };
+            let targets: Vec<Option<usize>> = (0..span).map(|s| Some(at + digit(s % m / 4))).collect();
+            second.one_hot(&terms, &targets);
+        }
+        [first, second]
+    }
+
+    /// Every channel an instruction leaves here (the next clears them).
+    pub fn used(&self) -> core::ops::Range<usize> {
+        self.first..self.first + Self::LEN
+    }
+
+    /// The mixer: written at the prompt's memory tokens (`memory`: the register file's groups,
+    /// `val`: the token's limbs), read where `flag` is 1; all absolute channels (bias `one`).
+    pub fn mixer(&self, d_model: usize, one: usize, memory: usize, val: [usize; 2], flag: usize) -> DeltaNetWeights {
+        let [pages, per_page, _] = MEMORY_GROUPS;
+        let write = [memory, memory + pages, memory + pages + per_page];
+        let heads = (0..2)
+            .map(|half| {
+                let read = vec![Digit::Stream(one + self.page()), Digit::Stream(one + self.word()), Digit::Fixed(half)];
+                let mut h = Head::new(&write, &[], read, one + self.loaded() + 2 * half);
+                h.read_when = vec![flag];
+                h
+            })
+            .collect();
+        let layout = Layout { groups: MEMORY_GROUPS.to_vec(), d_model, one, value: val.to_vec(), heads };
+        limb_memory::weights(&layout)
+    }
+}
