@@ -82,13 +82,14 @@ impl Source {
     }
 }
 
-/// Whether the executor computes `inst`'s effect on the registers: moves, the ALU's operations
-/// (not the divisions), comparisons, selects, special registers and parameters; and the
-/// terminators, which write none.
+/// Whether the executor computes `inst`'s effect at the lane's position: moves, the ALU's
+/// operations (not the divisions), comparisons, selects, special registers, parameters and
+/// global loads write their registers; a global store keeps its word index and word (they do
+/// not reach the memory rows yet); the terminators write nothing.
 pub fn supports(inst: &Inst) -> bool {
     match *inst {
         Inst::Mov { .. } | Inst::Set { .. } | Inst::Sel { .. } | Inst::S2R { .. } => true,
-        Inst::Ld { space: Space::Global, .. } => true,
+        Inst::Ld { space: Space::Global, .. } | Inst::St { space: Space::Global, .. } => true,
         Inst::Alu { op, .. } => !matches!(op, Alu::DivS | Alu::DivU | Alu::RemS | Alu::RemU),
         Inst::Bra { .. } | Inst::Bar | Inst::Exit => true,
         _ => false,
@@ -146,6 +147,8 @@ struct Fields {
     imm: [usize; 2],
     /// 1 for a memory access (its address is `a` plus the offset in `a`'s immediate words).
     access: usize,
+    /// 1 for a global store.
+    store: usize,
 }
 
 impl Exec {
@@ -179,7 +182,7 @@ impl Exec {
 
     /// Channels one instruction's decoded fields take.
     fn field_len(&self, sources: usize) -> usize {
-        sources + 4 * self.regs + 3
+        sources + 4 * self.regs + 4
     }
 
     /// The decoded fields of the instruction running (one set for all of a block's).
@@ -188,7 +191,7 @@ impl Exec {
         let a = base + sources;
         let (b, c, d) = (a + self.regs, a + 2 * self.regs, a + 3 * self.regs);
         let imm = [a + 4 * self.regs, a + 4 * self.regs + 1];
-        Fields { sources: base, a, b, c, d, imm, access: imm[1] + 1 }
+        Fields { sources: base, a, b, c, d, imm, access: imm[1] + 1, store: imm[1] + 2 }
     }
 
     /// The ALU's channel `c` (its own numbering: 0 the bias) in this stream, relative to the bias.
@@ -211,10 +214,21 @@ impl Exec {
         LoadChannels { address: self.alu_channel(address, sources), first: self.sel(alu, sources)[2] + LIMBS }
     }
 
+    /// Each instruction's store (relative to the bias): the word index, then the word's four
+    /// limbs; all 0 for an instruction that is not a global store.
+    fn stores_at(&self, alu: &AluStack, sources: usize) -> usize {
+        self.load(alu, sources).used().end
+    }
+
+    /// [`Self::stores_at`] in the stream: instruction `i`'s from `stores() + (1 + LIMBS)·i`.
+    pub fn stores(&self) -> usize {
+        let alu = AluStack::build();
+        self.stores_at(&alu, Self::sources(&alu).len()) + self.one
+    }
+
     /// The channels from `first` on that this uses.
     pub fn len(&self) -> usize {
-        let alu = AluStack::build();
-        self.load(&alu, Self::sources(&alu).len()).used().end - (self.first - self.one)
+        self.stores() + (1 + LIMBS) * self.block_len - self.first
     }
 
     pub fn is_empty(&self) -> bool {
@@ -243,6 +257,9 @@ impl Exec {
             .map(|op| matches!(op, IsaOp::Ld(_) | IsaOp::St(_) | IsaOp::Atom(_)).then_some(f.access))
             .collect();
         layer.one_hot(&[(self.word(i, 0), 1.0)], &access);
+        let store: Vec<Option<usize>> =
+            opcodes().iter().map(|&op| (op == IsaOp::St(Space::Global)).then_some(f.store)).collect();
+        layer.one_hot(&[(self.word(i, 0), 1.0)], &store);
         let regs = |at: usize| (0..self.regs).map(|r| Some(at + r)).chain([None]).collect::<Vec<_>>();
         layer.one_hot(&[(self.word(i, 0) + 1, 1.0)], &regs(f.d));
         layer.one_hot(&[(self.word(i, 1), 1.0)], &regs(f.a));
@@ -269,6 +286,7 @@ impl Exec {
         let [a, b] = [alu.a, alu.b].map(|c| self.alu_channel(c, n));
         let [c, nz, sel] = self.sel(&alu, n);
         let load = self.load(&alu, n);
+        let stores = self.stores_at(&alu, n);
         // Each limb of a source's result as a sum of channels (none: the limb is 0).
         let contiguous = |at: usize, limbs: usize| -> [Vec<(usize, f32)>; LIMBS] {
             core::array::from_fn(|l| if l < limbs { vec![(at + l, 1.0)] } else { vec![] })
@@ -314,6 +332,12 @@ impl Exec {
             }
             for l in 0..LIMBS {
                 and_unit(&mut operands, &[f.access], &[], vec![(imm_limb(4, l), 1.0)], b + l, 1.0);
+                // A store's word: `b`'s register or immediate.
+                let v = load.value() + l;
+                for r in 0..self.regs {
+                    and_unit(&mut operands, &[f.b + r, f.store], &[f.imm[1]], vec![(self.reg(r) + l, 1.0)], v, 1.0);
+                }
+                and_unit(&mut operands, &[f.imm[1], f.store], &[], vec![(imm_limb(6, l), 1.0)], v, 1.0);
             }
             for l in 0..LIMBS {
                 for r in 0..self.regs {
@@ -339,6 +363,12 @@ impl Exec {
                         and_unit(&mut writeback, &[f.d + r, f.sources + k], &[], up, self.reg(r) + l, 1.0);
                     }
                 }
+            }
+            // A store's word index and word, kept for the step's tokens.
+            let kept = stores + (1 + LIMBS) * i;
+            and_unit(&mut writeback, &[f.store], &[], load.index_terms(), kept, 1.0);
+            for l in 0..LIMBS {
+                and_unit(&mut writeback, &[f.store], &[], vec![(load.value() + l, 1.0)], kept + 1 + l, 1.0);
             }
             if i + 1 < self.block_len {
                 for ch in f.sources..f.sources + self.field_len(n) {

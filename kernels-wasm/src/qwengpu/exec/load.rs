@@ -15,6 +15,10 @@
 //! prompt's memory tokens write them (the register file gives their address groups); a load
 //! reads both halves where its source flag is 1. Each instruction has a mixer of its own, all
 //! written alike, since a layer's state is its own.
+//!
+//! **Stores** use the same address. The executor keeps each store instruction's word index and
+//! word (`b`) in channels of its own for the step's tokens to carry (§12); they do not reach the
+//! memory rows yet.
 
 use super::super::deltanet::DeltaNetWeights;
 use super::super::limb_memory::{self, Digit, Head, Layout};
@@ -33,7 +37,8 @@ pub(super) struct LoadChannels {
 }
 
 impl LoadChannels {
-    pub const LEN: usize = 3 + MEMORY_GROUPS[0] + MEMORY_GROUPS[1] + LIMBS;
+    /// `t_k`, page, word, the word loaded and a store's word to write.
+    pub const LEN: usize = 3 + MEMORY_GROUPS[0] + MEMORY_GROUPS[1] + 2 * LIMBS;
 
     fn page(&self) -> usize {
         self.first + 3
@@ -43,6 +48,17 @@ impl LoadChannels {
     }
     pub fn loaded(&self) -> usize {
         self.word() + MEMORY_GROUPS[1]
+    }
+    /// A store's word (`v`: `b`'s register or immediate), four limbs.
+    pub fn value(&self) -> usize {
+        self.loaded() + LIMBS
+    }
+
+    /// The word index as a sum of the page and word groups: `16·page + word`.
+    pub fn index_terms(&self) -> Vec<(usize, f32)> {
+        let [pages, per_page, _] = MEMORY_GROUPS;
+        let page = (0..pages).map(|p| (self.page() + p, (per_page * p) as f32));
+        page.chain((0..per_page).map(|w| (self.word() + w, w as f32))).collect()
     }
 
     /// The two index layers' units, for a memory of `words` words.

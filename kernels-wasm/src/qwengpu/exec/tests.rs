@@ -22,6 +22,8 @@ struct Lane {
     exec: Exec,
     built: Built,
     order: Vec<usize>,
+    /// `exec.stores()` (which builds the ALU to find it).
+    stores: usize,
 }
 
 /// Global memory in the load mixers' states, as the prompt's memory tokens leave it, and the
@@ -87,7 +89,7 @@ impl Lane {
             first: val + 2,
         };
         assert!(exec.first + exec.len() <= D, "{} channels", exec.len());
-        Lane { exec, built: exec.build(), order: (0..D).rev().collect() }
+        Lane { exec, built: exec.build(), order: (0..D).rev().collect(), stores: exec.stores() }
     }
 
     fn memory(&self) -> Memory {
@@ -123,7 +125,7 @@ impl Lane {
 
     /// The lane's registers after the layers ran `block` on `regs` in `ctx` with `memory`
     /// (`None`: not a word).
-    fn run(&self, block: &[Inst], regs: &[u32], ctx: &Context, memory: &Memory) -> Vec<Option<u32>> {
+    fn run(&self, block: &[Inst], regs: &[u32], ctx: &Context, memory: &Memory) -> Ran {
         let e = self.exec;
         let mut x = vec![0.0f32; D];
         x[0] = bias(D);
@@ -156,14 +158,22 @@ impl Lane {
             }
             layer.forward(&mut x, 1e-6, &self.order);
         }
-        (0..e.regs).map(|r| word(&x[e.local + LIMBS * r..][..LIMBS])).collect()
+        let regs = (0..e.regs).map(|r| word(&x[e.local + LIMBS * r..][..LIMBS])).collect();
+        let kept = |i: usize| {
+            let at = self.stores + (1 + LIMBS) * i;
+            let index = x[at];
+            (index == index.trunc() && index >= 0.0).then_some(index as u32).zip(word(&x[at + 1..at + 1 + LIMBS]))
+        };
+        Ran { regs, stores: (0..e.block_len).map(kept).collect() }
     }
 }
 
 /// What the instructions the executor computes do to the registers, written out plainly from
 /// the ISA's definitions (`Alu::eval`, `Cmp::eval`).
-fn reference(block: &[Inst], regs: &mut [u32], ctx: &Context, global: &[u32]) {
-    for inst in block {
+fn reference(block: &[Inst], regs: &mut [u32], ctx: &Context, global: &[u32]) -> Vec<Option<(u32, u32)>> {
+    let mut stores = vec![Some((0, 0)); block.len().max(4)];
+    let index = |base: u32, off: i32| (base.wrapping_add(off as u32) / 4) as usize % global.len();
+    for (i, inst) in block.iter().enumerate() {
         let val = |s: Src, regs: &[u32]| match s {
             Src::Reg(r) => regs[r as usize],
             Src::Imm(v) => v,
@@ -176,11 +186,27 @@ fn reference(block: &[Inst], regs: &mut [u32], ctx: &Context, global: &[u32]) {
                 regs[d as usize] = if regs[c as usize] != 0 { val(a, regs) } else { val(b, regs) }
             }
             Inst::S2R { d, s } => regs[d as usize] = ctx.special(s),
-            Inst::Ld { space: Space::Global, d, a, off } => {
-                regs[d as usize] = global[(val(a, regs).wrapping_add(off as u32) / 4) as usize % global.len()]
+            Inst::Ld { space: Space::Global, d, a, off } => regs[d as usize] = global[index(val(a, regs), off)],
+            Inst::St { space: Space::Global, a, off, v } => {
+                stores[i] = Some((index(val(a, regs), off) as u32, val(v, regs)))
             }
             _ => {}
         }
+    }
+    stores
+}
+
+/// What the layers leave: the registers, and each instruction's kept store (word index and
+/// word; 0 and 0 where it is not a store). `None`: not an integer or not a word.
+#[derive(Debug, PartialEq)]
+struct Ran {
+    regs: Vec<Option<u32>>,
+    stores: Vec<Option<(u32, u32)>>,
+}
+
+impl Ran {
+    fn of(regs: &[u32], stores: Vec<Option<(u32, u32)>>) -> Ran {
+        Ran { regs: regs.iter().map(|&v| Some(v)).collect(), stores }
     }
 }
 
@@ -191,7 +217,7 @@ fn supported_blocks_of_the_suite_run_as_the_interpreter_runs_them() {
     let lane = Lane::new();
     let spec = MachineSpec::default();
     let few = ["gcd", "clamp3", "nested_loops"];
-    let (mut lanes, mut steps, mut all_steps, mut changed, mut loads) = (0, 0, 0, 0, 0);
+    let (mut lanes, mut steps, mut all_steps, mut changed, mut loads, mut stores) = (0, 0, 0, 0, 0, 0);
     for k in suite::kernels().iter().filter(|k| !cfg!(target_arch = "wasm32") || few.contains(&k.name)) {
         let (kernel, _, mut m): (_, _, Machine) = k.machine(k.ptx, &spec).unwrap();
         let mut memory = lane.memory();
@@ -200,7 +226,7 @@ fn supported_blocks_of_the_suite_run_as_the_interpreter_runs_them() {
             let wi = m.current;
             let (pc, mask) = m.warps[wi].active();
             let block = &kernel.program.blocks[pc];
-            let before = m.warps[wi].regs.clone();
+            let (before, global) = (m.warps[wi].regs.clone(), m.global.clone());
             m.step().unwrap();
             all_steps += 1;
             if !block.iter().all(supports) {
@@ -208,19 +234,34 @@ fn supported_blocks_of_the_suite_run_as_the_interpreter_runs_them() {
             }
             steps += 1;
             loads += usize::from(block.iter().any(|i| matches!(i, Inst::Ld { .. })));
+            stores += usize::from(block.iter().any(|i| matches!(i, Inst::St { .. })));
+            let mut kept = Vec::new();
             for l in (0..spec.lanes).filter(|l| mask & 1 << l != 0) {
-                let after = &m.warps[wi].regs[l];
-                let got = lane.run(block, &before[l], &Context::of(&m, wi, l), &memory);
-                let want: Vec<Option<u32>> = after.iter().map(|&v| Some(v)).collect();
-                assert_eq!(got, want, "{}: step {}, warp {wi} block {pc} lane {l}: {block:?}", k.name, m.steps);
+                let at = alloc::format!("{}: step {}, warp {wi} block {pc} lane {l}: {block:?}", k.name, m.steps);
+                let (after, ctx) = (&m.warps[wi].regs[l], Context::of(&m, wi, l));
+                let mut plain = before[l].clone();
+                let want = reference(block, &mut plain, &ctx, &global);
+                assert_eq!(&plain, after, "{at}: the plain reference");
+                let got = lane.run(block, &before[l], &ctx, &memory);
+                assert_eq!(got, Ran::of(after, want.clone()), "{at}");
+                kept.push(want);
                 lanes += 1;
                 changed += usize::from(after != &before[l]);
             }
+            // The kept stores, written instruction by instruction in lane order, are the
+            // interpreter's memory after the step.
+            let mut written = global;
+            for (i, inst) in block.iter().enumerate() {
+                if matches!(inst, Inst::St { .. }) {
+                    kept.iter().flat_map(|s| s[i]).for_each(|(w, v)| written[w as usize] = v);
+                }
+            }
+            assert_eq!(written, m.global, "{}: step {}, block {pc}: memory after the stores", k.name, m.steps);
         }
     }
     assert!(
-        steps * 4 > all_steps && changed * 2 > lanes && (loads > 100 || cfg!(target_arch = "wasm32")),
-        "{steps} of {all_steps} steps ({loads} loading), {changed} of {lanes} lanes changed"
+        steps * 4 > all_steps && changed * 2 > lanes && (loads + stores > 200 || cfg!(target_arch = "wasm32")),
+        "{steps} of {all_steps} steps ({loads} loading, {stores} storing), {changed} of {lanes} lanes changed"
     );
 }
 
@@ -250,14 +291,20 @@ fn random_blocks_match_the_isa() {
         let ctx = Context { launch: Launch { grid, block: ntid, params }, first_tid, cta, lane: l };
         let global: Vec<u32> = (0..MachineSpec::default().global_words).map(|_| value(&mut next)).collect();
         lane.sync(&mut memory, &global);
+        // A store only last: a load after a store of the same word would read it in the ISA,
+        // and the executor's loads read memory as the step began (the split is the lowering's,
+        // docs §12).
         let block: Vec<Inst> = (0..4)
-            .map(|_| {
+            .map(|i| {
                 let r = |next: &mut dyn FnMut(u64) -> usize| next(15) as u8;
                 let src = |next: &mut dyn FnMut(u64) -> usize| match next(3) {
                     0 => Src::Imm(value(next)),
                     _ => Src::Reg(r(next)),
                 };
                 let (d, a, b) = (r(&mut next), src(&mut next), src(&mut next));
+                if i == 3 && next(3) == 0 {
+                    return Inst::St { space: Space::Global, a, off: next(1 << 9) as i32 - 256, v: b };
+                }
                 match next(11) {
                     10 => Inst::Ld { space: Space::Global, d, a, off: next(1 << 9) as i32 - 256 },
                     8 | 9 => Inst::S2R { d, s: specials[next(specials.len() as u64)] },
@@ -269,10 +316,10 @@ fn random_blocks_match_the_isa() {
             })
             .collect();
         let mut want = regs.clone();
-        reference(&block, &mut want, &ctx, &global);
+        let stores = reference(&block, &mut want, &ctx, &global);
         let got = lane.run(&block, &regs, &ctx, &memory);
         let at = alloc::format!("round {round}: {block:?} on {regs:x?} in {ctx:?}");
-        assert_eq!(got, want.into_iter().map(Some).collect::<Vec<_>>(), "{at}");
+        assert_eq!(got, Ran::of(&want, stores), "{at}");
     }
 }
 
@@ -294,7 +341,7 @@ fn unsupported_instructions_write_nothing() {
     want[7] = 1;
     let ctx = Context { launch: Launch { grid: 1, block: 4, params: vec![] }, first_tid: 0, cta: 0, lane: 0 };
     let got = lane.run(&block, &regs, &ctx, &lane.memory());
-    assert_eq!(got, want.into_iter().map(Some).collect::<Vec<_>>());
+    assert_eq!(got, Ran::of(&want, vec![Some((0, 0)); 4]));
 }
 
 /// The decode lights exactly one source for each opcode the executor computes and none for the
