@@ -84,8 +84,8 @@ impl Source {
 
 /// Whether the executor computes `inst`'s effect at the lane's position: moves, the ALU's
 /// operations (not the divisions), comparisons, selects, special registers, parameters and
-/// global loads write their registers; a global store keeps its word index and word (they do
-/// not reach the memory rows yet); the terminators write nothing.
+/// global loads write their registers; a global store keeps its word index and word, which the
+/// step's store tokens carry to the memory rows (§13); the terminators write nothing.
 pub fn supports(inst: &Inst) -> bool {
     match *inst {
         Inst::Mov { .. } | Inst::Set { .. } | Inst::Sel { .. } | Inst::S2R { .. } => true,
@@ -229,6 +229,17 @@ impl Exec {
     /// The channels from `first` on that this uses.
     pub fn len(&self) -> usize {
         self.stores() + (1 + LIMBS) * self.block_len - self.first
+    }
+
+    /// The load mixers' layout (every instruction's alike), and the channel its first read limb
+    /// goes to: for decoding global memory from a mixer's state.
+    #[cfg(test)]
+    pub(crate) fn load_layout(&self) -> (super::limb_memory::Layout, usize) {
+        let alu = AluStack::build();
+        let sources = Self::sources(&alu);
+        let load = self.load(&alu, sources.len());
+        let flag = self.fields(sources.len()).sources + sources.iter().position(|&s| s == Source::Load).unwrap_or(0);
+        (load.layout(self.d_model, self.one, self.memory, self.val, self.one + flag), self.one + load.loaded())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -395,7 +406,7 @@ pub(super) fn and_unit(layer: &mut Layer, on: &[usize], off: &[usize], up: Vec<(
     layer.units.push(Unit { gate, up, down: vec![(to, k)] });
 }
 
-mod load;
+pub(crate) mod load;
 
 #[cfg(test)]
 mod tests;

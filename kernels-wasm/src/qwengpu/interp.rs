@@ -49,6 +49,16 @@ pub struct StepRecord {
     pub mask: u32,
 }
 
+/// A global store of a step, as the second machine's tokens carry it: the lane, the word index
+/// and the word (in the order the interpreter makes them: instruction by instruction, lanes in
+/// order within each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stored {
+    pub lane: usize,
+    pub word: u32,
+    pub value: u32,
+}
+
 /// One entry of a warp's SIMT stack: lanes `mask` run from block `pc` until they reach `join`
 /// (`None`: the bottom entry, which runs until its lanes exit).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -202,6 +212,11 @@ impl Machine {
 
     /// Runs one step; `None` once every warp has finished.
     pub fn step(&mut self) -> Result<Option<StepRecord>, MachineError> {
+        Ok(self.step_stored()?.map(|(record, _)| record))
+    }
+
+    /// [`Self::step`], with the step's global stores.
+    pub fn step_stored(&mut self) -> Result<Option<(StepRecord, Vec<Stored>)>, MachineError> {
         if self.finished() {
             return Ok(None);
         }
@@ -213,9 +228,9 @@ impl Machine {
         }
         let lanes: Vec<usize> = (0..self.spec.lanes).filter(|l| mask & (1 << l) != 0).collect();
         let block = self.program.blocks[pc].clone();
-        let mut exited = 0u32;
+        let (mut exited, mut stored) = (0u32, Vec::new());
         for inst in &block {
-            self.execute(wi, &lanes, inst, &mut exited);
+            self.execute(wi, &lanes, inst, &mut exited, &mut stored);
         }
         let w = &mut self.warps[wi];
         let top = w.stack.len() - 1;
@@ -244,10 +259,10 @@ impl Machine {
         w.settle();
         self.steps += 1;
         self.schedule();
-        Ok(Some(StepRecord { warp: wi, block: pc, mask }))
+        Ok(Some((StepRecord { warp: wi, block: pc, mask }, stored)))
     }
 
-    fn execute(&mut self, wi: usize, lanes: &[usize], inst: &Inst, exited: &mut u32) {
+    fn execute(&mut self, wi: usize, lanes: &[usize], inst: &Inst, exited: &mut u32, stored: &mut Vec<Stored>) {
         let get = |w: &Warp, l: usize, s: Src| match s {
             Src::Reg(r) => w.regs[l][r as usize],
             Src::Imm(v) => v,
@@ -312,6 +327,9 @@ impl Machine {
                             };
                             let at = address(get(w, l, a), off, mem.len());
                             mem[at] = get(w, l, v);
+                            if space == Space::Global {
+                                stored.push(Stored { lane: l, word: at as u32, value: mem[at] });
+                            }
                         }
                         // Branches act on the whole warp, after the block (see `step`).
                         Inst::Bra { .. } => {}

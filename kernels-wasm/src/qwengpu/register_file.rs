@@ -31,6 +31,13 @@
 //! 4. **The register file** (Gated DeltaNet, rows `warp × (lane, half) × register`): an exec VAL
 //!    token writes its two limbs at that address, gated by the table row's "set" limb. A read
 //!    head returns a row for an address given in the stream (the operand fetch will give it).
+//! 5. **Stores** (§13): after a lane's registers its global stores take three slots each (word
+//!    index, low half, high half), named in the table by a register field above every register
+//!    ([`STORE_FIELD`]), so they write no register row. The address layer flags a store's three
+//!    slots; a latch (a one-row Gated DeltaNet before the executor's second stage) holds the
+//!    index its first slot sent, and [`RegisterFile::store_units`] turn it into the memory groups
+//!    at the two halves' slots, where the executor's load mixers write them as they write the
+//!    prompt's memory tokens.
 //!
 //! Every quantity a step unit reads is a small integer after the §2 norm, so each unit is exact
 //! (`limbs`); both memories are `limb_memory`'s exact rows. At a record position nothing is
@@ -40,8 +47,8 @@
 use super::carry::block_carry;
 use super::deltanet::{DeltaNet, DeltaNetWeights};
 use super::interp::Launch;
-use super::interp::StepRecord;
-use super::isa::{MachineSpec, Program, MAX_PARAMS};
+use super::interp::{StepRecord, Stored};
+use super::isa::{Inst, MachineSpec, Program, Space, MAX_PARAMS};
 use super::limb_memory::{self, Digit::Fixed, Digit::Stream, Head, Layout};
 use super::limbs::Layer;
 use super::machine_tokens::Token;
@@ -84,8 +91,8 @@ impl Shape {
 pub enum ImageTooLarge {
     #[error("the program has {blocks} ROM blocks; the record tokens name {max}")]
     Blocks { blocks: usize, max: usize },
-    #[error("block {block} sends {words} live-out words a lane, {slots} VAL tokens a step; a step has {max} slots")]
-    Slots { block: usize, words: usize, slots: usize, max: usize },
+    #[error("block {block} sends {words} live-out words and {stores} stores a lane, {slots} VAL tokens a step; a step has {max} slots")]
+    Slots { block: usize, words: usize, stores: usize, slots: usize, max: usize },
     #[error("block {block} is {words} ROM words; a block's ROM rows hold {max}")]
     Rom { block: usize, words: usize, max: usize },
     #[error("a launch of {grid} × {block} threads with {params} parameters: {why}")]
@@ -98,6 +105,16 @@ pub enum ImageTooLarge {
 
 /// Global memory's rows as address groups: 8 pages of 16 words (126 used), two halves each.
 pub const MEMORY_GROUPS: [usize; 3] = [8, 16, 2];
+
+/// A store slot's register field in the live-out table: `STORE_FIELD + 3·i + part` for the
+/// store of instruction `i`, part 0 its word index, 1 and 2 its word's low and high half. Above
+/// every register, so no register row is written at a store's slots.
+pub const STORE_FIELD: usize = 16;
+
+/// The global stores of a block: their instructions' places in it.
+pub fn store_slots(block: &[Inst]) -> Vec<usize> {
+    (0..block.len()).filter(|&i| matches!(block[i], Inst::St { space: Space::Global, .. })).collect()
+}
 
 /// Words of the launch part: the block's threads (rounded up to whole warps), the grid's
 /// blocks, then each parameter's low and high half.
@@ -196,9 +213,18 @@ impl RegisterFile {
         self.thread() + 2
     }
 
+    /// Three flags: the current slot is a store's word index, its low half, its high half.
+    pub fn store_part(&self) -> usize {
+        self.memory() + MEMORY_GROUPS.iter().sum::<usize>()
+    }
+    /// The last word index a store's slot sent (its two limbs), held by [`Self::store_latch`].
+    fn latched(&self) -> usize {
+        self.store_part() + 3
+    }
+
     /// The channels from `first` on that this uses.
     pub fn len(&self) -> usize {
-        self.memory() + MEMORY_GROUPS.iter().sum::<usize>() - self.first
+        self.latched() + 2 - self.first
     }
 
     pub fn is_empty(&self) -> bool {
@@ -271,7 +297,7 @@ impl RegisterFile {
         let s = self.shape;
         let mut l = Layer::default();
         let entry = self.at(self.entry());
-        l.one_hot(&[(entry, 1.0)], &(0..s.regs).map(|r| Some(self.at(self.reg() + r))).collect::<Vec<_>>());
+        l.one_hot(&[(entry, 1.0)], &self.by_field(self.reg(), self.store_part(), |_, part| part));
         let mask = (self.at(self.record + 2), (2 * s.lanes) as f32);
         l.one_hot(&[mask, (entry + 1, 1.0)], &self.by_rank(|lane, half| self.lane_half() + 2 * lane + half));
         // The next slot's lane, once per half: the same decode on the next entry, each value
@@ -305,6 +331,44 @@ impl RegisterFile {
         }
     }
 
+    /// Where a store's halves go (§13): the latch holds the word index its first slot sent
+    /// (written there, read at every exec position), for the two slots after it.
+    pub fn store_latch(&self) -> DeltaNetWeights {
+        let mut head = Head::new(&[], &[self.store_part()], vec![], self.latched());
+        head.read_when = vec![self.exec_flag()];
+        let layout = Layout {
+            groups: vec![],
+            d_model: self.d_model,
+            one: self.one,
+            value: self.val.to_vec(),
+            heads: vec![head],
+        };
+        limb_memory::weights(&layout)
+    }
+
+    /// After the latch: at a store's low and high slot, the memory groups of its word (the
+    /// latched index, one-hot page and word, and the half), so the load mixers write the
+    /// token's limbs there as they write the prompt's memory tokens. Elsewhere the index's
+    /// steps are pushed below 0 and nothing fires.
+    pub fn store_units(&self) -> Layer {
+        let [pages, words, _] = MEMORY_GROUPS;
+        let mut l = Layer::default();
+        let [index, low, high] = [self.latched(), self.store_part() + 1, self.store_part() + 2].map(|c| self.at(c));
+        let terms = [(index, 1.0), (low, 1024.0), (high, 1024.0), (0, -1024.0)];
+        for (at, digit) in [(self.memory(), 0), (self.memory() + pages, 1)] {
+            let mut targets: Vec<Option<usize>> = (0..pages * words)
+                .map(|w| Some(self.at(at + if digit == 0 { w / words } else { w % words })))
+                .collect();
+            targets.push(None);
+            l.one_hot(&terms, &targets);
+        }
+        let half = self.at(self.memory() + pages + words);
+        for (h, flag) in [low, high].into_iter().enumerate() {
+            super::exec::and_unit(&mut l, &[flag], &[], vec![(0, 1.0)], half + h, 1.0);
+        }
+        l.shifted(self.one)
+    }
+
     /// The step's warp's first thread index and thread block (§11), as the interpreter lays
     /// warps out: each thread block's `ntid / lanes` warps in order. Both are functions of
     /// `c = warps · (ntid / lanes − 1) + warp`, one step unit per value (the differences
@@ -326,6 +390,17 @@ impl RegisterFile {
                 l.step(&terms, (c + warps) as f32, &down);
             }
         }
+    }
+
+    /// For each value of a table entry's register field, where it goes: register `r` to `reg + r`,
+    /// the part of instruction `i`'s store to `store + at(i, part)`, anything else nowhere.
+    pub(super) fn by_field(&self, reg: usize, store: usize, at: impl Fn(usize, usize) -> usize) -> Vec<Option<usize>> {
+        let block_len = self.shape.rom_words / WORDS;
+        let mut targets: Vec<Option<usize>> =
+            (0..STORE_FIELD).map(|r| (r < self.shape.regs).then(|| self.at(reg + r))).collect();
+        targets.extend((0..3 * block_len).map(|k| Some(self.at(store + at(k / 3, k % 3)))));
+        targets.push(None);
+        targets
     }
 
     /// For each value of `c = 2·lanes·mask + 2·rank + half`, the channel `to(lane, half)` of the
@@ -452,12 +527,13 @@ impl RegisterFile {
         }
         let mut tokens = Vec::new();
         for (b, c) in block_carry(program).iter().enumerate() {
-            let regs = live_regs(c.live_out_writes);
-            let slots = 2 * s.lanes * regs.len();
+            let (regs, stores) = (live_regs(c.live_out_writes), store_slots(&program.blocks[b]));
+            let slots = s.lanes * (2 * regs.len() + 3 * stores.len());
             if slots > s.slots {
-                return Err(ImageTooLarge::Slots { block: b, words: regs.len(), slots, max: s.slots });
+                let (words, stores) = (regs.len(), stores.len());
+                return Err(ImageTooLarge::Slots { block: b, words, stores, slots, max: s.slots });
             }
-            if regs.is_empty() {
+            if slots == 0 {
                 continue;
             }
             tokens.push(Token::Record { warp: 0, block: b as u32, mask: 0 });
@@ -465,20 +541,28 @@ impl RegisterFile {
                 for &r in &regs {
                     tokens.extend((0..2).map(|half| Token::Val(r as u16 | (2 * rank + half) << 8)));
                 }
+                for &i in &stores {
+                    let field = |part: usize| (STORE_FIELD + 3 * i + part) as u16;
+                    tokens.extend((0..3).map(|part| Token::Val(field(part) | (2 * rank) << 8)));
+                }
             }
         }
         Ok(tokens)
     }
 
-    /// A step's tokens: its record, then for each active lane in order and each live-out
-    /// register, the low and the high half of the register's value after the step (`regs`: the
-    /// warp's registers, lane by lane).
-    pub fn step_tokens(step: &StepRecord, live_out: u32, regs: &[Vec<u32>]) -> Vec<Token> {
+    /// A step's tokens: its record, then for each active lane in order, the low and the high
+    /// half of each live-out register's value after the step (`regs`: the warp's registers,
+    /// lane by lane), then each of the lane's global stores as its word index, low and high half
+    /// (`stored`: the step's, as `Machine::step_stored` gives them).
+    pub fn step_tokens(step: &StepRecord, live_out: u32, regs: &[Vec<u32>], stored: &[Stored]) -> Vec<Token> {
         let mut tokens = vec![Token::Record { warp: step.warp as u32, block: step.block as u32, mask: step.mask }];
         let active = regs.iter().enumerate().filter(|(l, _)| step.mask & 1 << l != 0);
-        for (_, values) in active {
+        for (lane, values) in active {
             for r in live_regs(live_out) {
                 tokens.extend([values[r] as u16, (values[r] >> 16) as u16].map(Token::Val));
+            }
+            for s in stored.iter().filter(|s| s.lane == lane) {
+                tokens.extend([s.word as u16, s.value as u16, (s.value >> 16) as u16].map(Token::Val));
             }
         }
         tokens

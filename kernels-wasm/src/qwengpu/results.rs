@@ -8,11 +8,13 @@
 //!    table's next entry is set and its rank names a lane of the mask); `start`, that slot
 //!    begins a lane (its lane is not the current slot's, or the position is the record); one-hot
 //!    the next slot's register and half, from the next table entry (`register_file`).
-//! 2. **The row** (Gated DeltaNet, one row, `limb_memory`): the lane's 60 register limbs,
-//!    written where `start` holds (after the executor, so the registers after the block), read
-//!    where `next` holds.
+//! 2. **The row** (Gated DeltaNet, one row, `limb_memory`): the lane's 60 register limbs and the
+//!    stores the executor kept (per instruction its word index and word, §13), written where
+//!    `start` holds (after the executor, so the registers after the block), read where `next`
+//!    holds.
 //! 3. **Output** (SwiGLU): where `next` holds, the kind channel goes to 0 (VAL) and the VAL limbs
-//!    to the named half's: `val_l += [next ∧ reg r ∧ half h] · (row_{r,h,l} − val_l)`.
+//!    to the named half's: `val_l += [next ∧ reg r ∧ half h] · (row_{r,h,l} − val_l)`; at a
+//!    store's slots its word index, low half or high half.
 //!
 //! **Why a row.** The file loads the next lane's registers at every position, but from a
 //! lane's second slot on its first values are already written back: running the block again on
@@ -24,6 +26,7 @@ use super::deltanet::DeltaNetWeights;
 use super::exec::and_unit;
 use super::limb_memory::{self, Head, Layout};
 use super::limbs::{Layer, LIMBS};
+use super::program_image::WORDS;
 use super::register_file::RegisterFile;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -32,6 +35,8 @@ use alloc::vec::Vec;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Results {
     pub registers: RegisterFile,
+    /// The executor's kept stores (`Exec::stores`): per instruction its word index and four limbs.
+    pub stores: usize,
     /// Its own channels from here ([`Self::len`]).
     pub first: usize,
 }
@@ -52,13 +57,24 @@ impl Results {
     fn half(&self) -> usize {
         self.reg() + self.registers.shape.regs
     }
-    /// The row read back: the lane's registers, four limbs each (low first).
-    pub fn row(&self) -> usize {
+    /// One-hot the next slot's store part: instruction `i`'s part `p` at `3·i + p`.
+    fn store(&self) -> usize {
         self.half() + 2
+    }
+    fn block_len(&self) -> usize {
+        self.registers.shape.rom_words / WORDS
+    }
+    /// The row read back: the lane's registers, four limbs each (low first), then its stores as
+    /// the executor keeps them.
+    pub fn row(&self) -> usize {
+        self.store() + 3 * self.block_len()
+    }
+    fn row_len(&self) -> usize {
+        LIMBS * self.registers.shape.regs + (1 + LIMBS) * self.block_len()
     }
 
     pub fn len(&self) -> usize {
-        self.row() + LIMBS * self.registers.shape.regs - self.first
+        self.row() + self.row_len() - self.first
     }
 
     pub fn is_empty(&self) -> bool {
@@ -75,7 +91,7 @@ impl Results {
         let (rf, s) = (&self.registers, self.registers.shape);
         let mut l = Layer::default();
         let next = self.at(rf.next_entry());
-        l.one_hot(&[(next, 1.0)], &(0..s.regs).map(|r| Some(self.at(self.reg() + r))).collect::<Vec<_>>());
+        l.one_hot(&[(next, 1.0)], &rf.by_field(self.reg(), self.store(), |i, part| 3 * i + part));
         // The entry's second limb is `2·rank + half`.
         let halves: Vec<_> = (0..2 * s.lanes).map(|v| Some(self.at(self.half() + v % 2))).collect();
         l.one_hot(&[(next + 1, 1.0)], &halves);
@@ -100,7 +116,8 @@ impl Results {
     /// The row: no address (one row), written at a lane's start, read where a next slot is set.
     pub fn layout(&self) -> Layout {
         let rf = &self.registers;
-        let value = (0..LIMBS * rf.shape.regs).map(|i| rf.local() + i).collect();
+        let registers = (0..LIMBS * rf.shape.regs).map(|i| rf.local() + i);
+        let value = registers.chain((0..(1 + LIMBS) * self.block_len()).map(|i| self.stores + i)).collect();
         let mut head = Head::new(&[], &[self.start()], vec![], self.row());
         head.read_when = vec![self.next()];
         Layout { groups: vec![], d_model: rf.d_model, one: rf.one, value, heads: vec![head] }
@@ -122,6 +139,24 @@ impl Results {
                 for (limb, &val) in rf.val.iter().enumerate() {
                     let (val, from) = (self.at(val), self.at(self.row() + LIMBS * r + 2 * half + limb));
                     and_unit(&mut l, &on, &[], vec![(from, 1.0), (val, -1.0)], val, 1.0);
+                }
+            }
+        }
+        // A store's slots: its word index (high limb 0), then its word's low and high half.
+        let stores = self.row() + LIMBS * rf.shape.regs;
+        for i in 0..self.block_len() {
+            let kept = stores + (1 + LIMBS) * i;
+            for (part, limbs) in
+                [[Some(kept), None], [Some(kept + 1), Some(kept + 2)], [Some(kept + 3), Some(kept + 4)]]
+                    .into_iter()
+                    .enumerate()
+            {
+                let on = [set, self.at(self.store() + 3 * i + part)];
+                for (&val, from) in rf.val.iter().zip(limbs) {
+                    let val = self.at(val);
+                    let mut up = vec![(val, -1.0)];
+                    up.extend(from.map(|c| (self.at(c), 1.0)));
+                    and_unit(&mut l, &on, &[], up, val, 1.0);
                 }
             }
         }

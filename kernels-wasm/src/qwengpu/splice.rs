@@ -154,6 +154,8 @@ pub struct Sizes {
     pub text_layers: usize,
     pub width: usize,
     pub text_channels: usize,
+    /// Of the machine's channels, those its layers use (the rest are free for what comes next).
+    pub machine_in_use: usize,
     /// The SwiGLU layers' hidden units.
     pub hidden_units: usize,
     pub nonzero: usize,
@@ -182,10 +184,11 @@ impl core::fmt::Display for Sizes {
         )?;
         write!(
             f,
-            "a residual stream of {} channels ({} the text's, {} the machine's); vocabulary {} text + {} machine tokens",
+            "a residual stream of {} channels ({} the text's, {} the machine's, {} of them in use); vocabulary {} text + {} machine tokens",
             self.width,
             self.text_channels,
             self.width - self.text_channels,
+            self.machine_in_use,
             self.text_vocab,
             self.machine_vocab
         )
@@ -233,7 +236,7 @@ impl Splice {
             block_len: spec.block_len,
             first: rf.first + rf.len(),
         };
-        let results = Results { registers: rf, first: exec.first + exec.len() };
+        let results = Results { registers: rf, stores: exec.stores(), first: exec.first + exec.len() };
         let need = results.first - h + results.len() + 1;
         if need > width - h {
             return Err(SpliceError::Narrow { need, hidden: h, have: width - h });
@@ -266,7 +269,12 @@ impl Splice {
         if let Some(first) = stages.first_mut() {
             first.units.extend(results.flags().units);
         }
-        let mut mixers = built.mixers.into_iter().peekable();
+        // A store's word index is latched before the second stage, which turns it into the
+        // memory groups that every load mixer (from the sixth stage on) writes at.
+        if let Some(second) = stages.get_mut(1) {
+            second.units.extend(rf.store_units().units);
+        }
+        let mut mixers = core::iter::once((1, rf.store_latch())).chain(built.mixers).peekable();
         for (i, stage) in stages.into_iter().enumerate() {
             if let Some((_, w)) = mixers.next_if(|(at, _)| *at == i) {
                 layers.push(Compiled::DeltaNet(Box::new(w)));
@@ -341,6 +349,8 @@ impl Splice {
             text_layers: self.text.layers,
             width: self.width,
             text_channels: self.text.hidden,
+            // Up to the results row's last channel, and the flag.
+            machine_in_use: self.results.first + self.results.len() - self.bias + 1,
             hidden_units,
             nonzero,
             dense,
@@ -435,7 +445,7 @@ impl Splice {
         if e.one != self.bias || e.rom != r.rom() || e.local != r.local() || context || e.first < r.first + r.len() {
             return bad(alloc::format!("the executor's channels do not match the register file's: {e:?}"));
         }
-        if self.results.registers != *r || self.results.first < e.first + e.len() {
+        if self.results.registers != *r || self.results.stores != e.stores() || self.results.first < e.first + e.len() {
             return bad(alloc::format!("the results row's channels do not follow the executor's: {:?}", self.results));
         }
         Ok(())

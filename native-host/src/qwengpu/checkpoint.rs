@@ -44,7 +44,9 @@ pub const FORMAT: &str = "substrates-qwengpu-spliced";
 /// special registers and parameters).
 /// 5: global loads (the register file's memory groups, the executor's load channels and its
 /// load mixers, one before each instruction's sixth stage layer).
-pub const VERSION: u32 = 5;
+/// 6: stores carried (the table's store slots, the register file's store flags and latch before
+/// the executor's second stage, the results row's kept stores).
+pub const VERSION: u32 = 6;
 
 /// The text model: its shape, what it was read from, and whether its head is its embedding.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -457,7 +459,7 @@ pub fn load(dir: &Path) -> Result<Loaded> {
             step_record: file.step_record_channel,
             registers: file.register_file,
             exec: file.exec,
-            results: Results { registers: file.register_file, first: file.results_first },
+            results: Results { registers: file.register_file, stores: file.exec.stores(), first: file.results_first },
         };
         splice.check()?;
         Ok(Loaded { config: c, model, splice, norms, file: file.clone() })

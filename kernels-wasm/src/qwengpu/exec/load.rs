@@ -17,8 +17,9 @@
 //! written alike, since a layer's state is its own.
 //!
 //! **Stores** use the same address. The executor keeps each store instruction's word index and
-//! word (`b`) in channels of its own for the step's tokens to carry (§12); they do not reach the
-//! memory rows yet.
+//! word (`b`) in channels of its own for the step's tokens to carry (§12); the mixers write a
+//! store's halves where its tokens come (§13: the register file gives their address groups as it
+//! does for the prompt's memory tokens).
 
 use super::super::deltanet::DeltaNetWeights;
 use super::super::limb_memory::{self, Digit, Head, Layout};
@@ -29,7 +30,7 @@ use alloc::vec::Vec;
 
 /// The load's channels (relative to the bias, as the executor's layers are built).
 #[derive(Debug, Clone, Copy)]
-pub(super) struct LoadChannels {
+pub(crate) struct LoadChannels {
     /// The adder's result: the byte address.
     pub address: usize,
     /// `t_1`, `t_2`, `t_3`, then one-hot page and word-in-page, then the word read (four limbs).
@@ -91,9 +92,15 @@ impl LoadChannels {
         self.first..self.first + Self::LEN
     }
 
-    /// The mixer: written at the prompt's memory tokens (`memory`: the register file's groups,
-    /// `val`: the token's limbs), read where `flag` is 1; all absolute channels (bias `one`).
+    /// The mixer: written at the prompt's memory tokens and a store's halves (`memory`: the
+    /// register file's groups, `val`: the token's limbs), read where `flag` is 1; all absolute
+    /// channels (bias `one`).
     pub fn mixer(&self, d_model: usize, one: usize, memory: usize, val: [usize; 2], flag: usize) -> DeltaNetWeights {
+        limb_memory::weights(&self.layout(d_model, one, memory, val, flag))
+    }
+
+    /// [`Self::mixer`]'s layout.
+    pub fn layout(&self, d_model: usize, one: usize, memory: usize, val: [usize; 2], flag: usize) -> Layout {
         let [pages, per_page, _] = MEMORY_GROUPS;
         let write = [memory, memory + pages, memory + pages + per_page];
         let heads = (0..2)
@@ -104,7 +111,25 @@ impl LoadChannels {
                 h
             })
             .collect();
-        let layout = Layout { groups: MEMORY_GROUPS.to_vec(), d_model, one, value: val.to_vec(), heads };
-        limb_memory::weights(&layout)
+        Layout { groups: MEMORY_GROUPS.to_vec(), d_model, one, value: val.to_vec(), heads }
     }
+}
+
+/// The first `words` words of global memory as a load mixer's state holds them (0 where a row
+/// was never written; `None` where a row is not an exact limb row).
+#[cfg(test)]
+pub(crate) fn memory_words(net: &super::super::deltanet::DeltaNet, layout: &Layout, words: usize) -> Option<Vec<u32>> {
+    let per_page = MEMORY_GROUPS[1];
+    (0..words)
+        .map(|w| {
+            (0..2).try_fold(0u32, |word, half| {
+                let row = layout.row(&[w / per_page, w % per_page, half]);
+                if net.row(0, row).iter().all(|&v| v == 0.0) {
+                    return Some(word);
+                }
+                let limbs = limb_memory::row_limbs(net, layout, 0, row)?;
+                Some(word | (limbs[0] | limbs[1] << 8) << (16 * half))
+            })
+        })
+        .collect()
 }

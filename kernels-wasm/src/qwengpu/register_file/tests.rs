@@ -2,6 +2,7 @@ use super::*;
 use crate::bitnet::random::Rng;
 use crate::qwengpu::carry::uses_defs;
 use crate::qwengpu::exec;
+use crate::qwengpu::exec::load::{memory_words, LoadChannels};
 use crate::qwengpu::interp::{Launch, Machine};
 use crate::qwengpu::isa::Inst;
 use crate::qwengpu::limbs::{norm_weights, rms_norm};
@@ -28,6 +29,12 @@ struct Stack {
     image: DeltaNet,
     address: Layer,
     file: DeltaNet,
+    /// A store's word index held for its halves, their memory groups, and global memory's rows
+    /// (a load mixer of the executor's that never reads).
+    latch: DeltaNet,
+    stores: Layer,
+    memory: DeltaNet,
+    memory_layout: Layout,
     order: Vec<usize>,
     /// The stream after the stack at the last position.
     last: Vec<f32>,
@@ -52,7 +59,16 @@ impl Stack {
         let mut decode = c.decode();
         decode.units.extend(rf.decode().units);
         let (image, address, file) = (DeltaNet::new(rf.image()), rf.address(), DeltaNet::new(rf.file()));
+        // The mixer's read flag and channels lie past the register file's, where nothing is set.
+        let unused = rf.first + rf.len();
+        let load = LoadChannels { address: unused + 1, first: unused + 5 };
+        assert!(load.used().end <= TEXT);
+        let memory_layout = load.layout(D, 0, rf.memory(), rf.val, unused);
         Stack {
+            latch: DeltaNet::new(rf.store_latch()),
+            stores: rf.store_units(),
+            memory: DeltaNet::new(limb_memory::weights(&memory_layout)),
+            memory_layout,
             vocab,
             rf,
             counter: c.layer(),
@@ -89,6 +105,9 @@ impl Stack {
         mix(&mut self.image, &mut x);
         self.address.forward(&mut x, 1e-6, &self.order);
         mix(&mut self.file, &mut x);
+        mix(&mut self.latch, &mut x);
+        self.stores.forward(&mut x, 1e-6, &self.order);
+        mix(&mut self.memory, &mut x);
         x
     }
 
@@ -118,6 +137,8 @@ pub(crate) trait Fed {
     fn predicted(&self) -> Option<Token> {
         None
     }
+    /// Global memory's first `words` words as the model's memory rows hold them.
+    fn memory(&self, words: usize) -> Option<Vec<u32>>;
 }
 
 impl Fed for Stack {
@@ -140,6 +161,10 @@ impl Fed for Stack {
     fn stream(&self) -> &[f32] {
         &self.last
     }
+
+    fn memory(&self, words: usize) -> Option<Vec<u32>> {
+        memory_words(&self.memory, &self.memory_layout, words)
+    }
 }
 
 /// The held block's instructions as the ROM heads read them from the stream.
@@ -160,10 +185,18 @@ pub(crate) struct Checked {
     pub executed: usize,
     /// Positions whose next token (a VAL token of the step) the model's argmax predicted.
     pub predicted: usize,
-    /// Steps whose values differ on the memory the prompt wrote, because a load reads a word a
-    /// store changed (stores do not reach the model's memory yet): there the model is checked
-    /// against the interpreter run on that memory.
+    /// Steps whose values differ on the memory the model holds (the prompt's and every store's
+    /// tokens) from the interpreter's, because a global atomic changed a word that no token
+    /// carries: there the model is checked against the interpreter run on the model's memory.
     pub stale: usize,
+    /// Steps after which the model's memory rows were compared with the interpreter's.
+    pub memory_checks: usize,
+    /// Of those, the ones where a word differed.
+    pub memory_wrong: usize,
+    /// Global stores the steps' tokens carried.
+    pub stored: usize,
+    /// Of the predicted tokens, those of a store's slots (word index, low or high half).
+    pub predicted_stores: usize,
     pub nonzero: usize,
     pub wrong: usize,
     pub first_wrong: Option<String>,
@@ -184,11 +217,13 @@ pub(crate) fn follow(model: &mut impl Fed, kernel: &suite::SuiteKernel, with_tab
         }
         Fed::token(model, t, probe, rng)
     };
-    // The model's global memory: what the prompt wrote (stores are not carried yet).
-    let image = m.global.clone();
+    // The model's global memory: what the prompt wrote, then each step's stores in the order of
+    // their tokens (lane by lane).
+    let mut model_global = m.global.clone();
+    let mut atomics = false;
     if with_table {
         let rf = *model.file().0;
-        let memory = rf.memory_tokens(&image).unwrap();
+        let memory = rf.memory_tokens(&model_global).unwrap();
         for t in rf.image_tokens(&k.program, &m.launch).unwrap().into_iter().chain(memory) {
             feed(model, t, None, rng);
         }
@@ -215,14 +250,21 @@ pub(crate) fn follow(model: &mut impl Fed, kernel: &suite::SuiteKernel, with_tab
         }
         let probe = (!reads.is_empty()).then(|| reads[(rng.next_u64() % reads.len() as u64) as usize]);
         let before = m.warps[wi].regs.clone();
-        // The step as the model sees it: on the memory the prompt wrote.
+        // The step as the model sees it: on the memory its rows hold.
         let mut shadow = m.clone();
-        shadow.global.clone_from(&image);
-        shadow.step().unwrap();
-        let step = m.step().unwrap().unwrap();
-        let tokens = RegisterFile::step_tokens(&step, carry[step.block].live_out_writes, &m.warps[step.warp].regs);
-        let seen = RegisterFile::step_tokens(&step, carry[step.block].live_out_writes, &shadow.warps[step.warp].regs);
+        shadow.global.clone_from(&model_global);
+        let (_, shadow_stored) = shadow.step_stored().unwrap().unwrap();
+        let (step, stored) = m.step_stored().unwrap().unwrap();
+        let live_out = carry[step.block].live_out_writes;
+        let tokens = RegisterFile::step_tokens(&step, live_out, &m.warps[step.warp].regs, &stored);
+        let seen = RegisterFile::step_tokens(&step, live_out, &shadow.warps[step.warp].regs, &shadow_stored);
         checked.stale += usize::from(seen != tokens);
+        checked.stored += stored.len();
+        let block = &k.program.blocks[step.block];
+        atomics |= block.iter().any(|i| matches!(i, Inst::AtomAdd { space: Space::Global, .. }));
+        for l in 0..spec.lanes {
+            shadow_stored.iter().filter(|s| s.lane == l).for_each(|s| model_global[s.word as usize] = s.value);
+        }
         let half = (rng.next_u64() % 2) as usize;
         let read = feed(model, tokens[0], probe.map(|(l, r, _)| [wi, l, half, r]), rng);
         if let (Some((l, r, want)), Some(got), true) = (probe, read, with_table) {
@@ -242,6 +284,8 @@ pub(crate) fn follow(model: &mut impl Fed, kernel: &suite::SuiteKernel, with_tab
                 (Some(got), Some(&next), true) => {
                     assert_eq!(got, next, "{}: the prediction", at());
                     checked.predicted += usize::from(Some(&next) == tokens.get(i + 1));
+                    let per_lane = 2 * live_out.count_ones() as usize + 3 * store_slots(block).len();
+                    checked.predicted_stores += usize::from(i % per_lane >= 2 * live_out.count_ones() as usize);
                 }
                 (Some(got), None, _) => assert_eq!(got, t, "{}: the last token", at()),
                 _ => {}
@@ -251,9 +295,9 @@ pub(crate) fn follow(model: &mut impl Fed, kernel: &suite::SuiteKernel, with_tab
                 assert_eq!(got, want, "{}: step {}, token {i}: the ROM of block {}", kernel.name, m.steps, step.block);
                 // Where the next VAL token starts a lane's values, that lane's registers as the
                 // step began are in the stream (each register the block reads).
-                let words = carry[step.block].live_out_writes.count_ones() as usize;
-                if i + 1 < tokens.len() && i % (2 * words) == 0 {
-                    let rank = i / (2 * words);
+                let per_lane = 2 * live_out.count_ones() as usize + 3 * store_slots(block).len();
+                if i + 1 < tokens.len() && i % per_lane == 0 {
+                    let rank = i / per_lane;
                     let lane = (0..spec.lanes).filter(|l| mask & 1 << l != 0).nth(rank).unwrap();
                     let local = model.file().0.local();
                     let stream = model.stream();
@@ -280,26 +324,63 @@ pub(crate) fn follow(model: &mut impl Fed, kernel: &suite::SuiteKernel, with_tab
                 }
             }
         }
+        // The memory rows hold what the tokens wrote: the prompt's memory and every store so
+        // far. That is the interpreter's memory until a global atomic changes a word that no
+        // token carries.
+        if let Some(memory) = model.memory(model_global.len()).filter(|_| with_table) {
+            checked.memory_checks += 1;
+            if memory != model_global {
+                checked.memory_wrong += 1;
+                let first = (0..memory.len()).find(|&w| memory[w] != model_global[w]).unwrap_or(0);
+                let at =
+                    format!("step {}: memory word {first} is {}, not {}", m.steps, memory[first], model_global[first]);
+                checked.first_wrong.get_or_insert(at);
+            }
+        }
+        assert!(atomics || model_global == m.global, "{}: step {}: stores in token order", kernel.name, m.steps);
     }
     checked
 }
 
 /// Every suite kernel's steps, fed as tokens after its live-out table: the register rows hold
-/// what the interpreter's registers hold whenever a step reads them (on wasm, a few kernels).
+/// what the interpreter's registers hold whenever a step reads them, and after every step the
+/// memory rows hold the interpreter's global memory, the stores' tokens written in (on wasm, a
+/// few kernels).
 #[test]
 fn the_register_rows_follow_the_interpreter_through_the_suite() {
     let mut rng = Rng::new(22);
     let kernels = suite::kernels();
     let few = ["warp_broadcast", "gcd", "clamp3", "nested_loops"];
-    let (mut reads, mut nonzero, mut ran, mut loads) = (0, 0, 0, 0);
+    let (mut reads, mut nonzero, mut ran, mut loads, mut stored, mut checks) = (0, 0, 0, 0, 0, 0);
     for k in kernels.iter().filter(|k| !cfg!(target_arch = "wasm32") || few.contains(&k.name)) {
         let mut stack = Stack::new(&MachineSpec::default());
         let c = follow(&mut stack, k, true, &mut rng);
-        assert_eq!(c.wrong, 0, "{}: {} of {} reads wrong, first {:?}", k.name, c.wrong, c.reads, c.first_wrong);
+        assert!(
+            c.wrong + c.memory_wrong == 0,
+            "{}: {} of {} reads wrong, first {:?}",
+            k.name,
+            c.wrong,
+            c.reads,
+            c.first_wrong
+        );
         (reads, nonzero, ran, loads) = (reads + c.reads, nonzero + c.nonzero, ran + 1, loads + c.loads);
+        (stored, checks) = (stored + c.stored, checks + c.memory_checks);
     }
     assert!(ran >= few.len() && nonzero * 2 > reads, "{ran} kernels, {nonzero} of {reads} reads nonzero");
     assert!(loads * 4 > reads, "{loads} registers loaded");
+    assert!(checks > 100 && stored > 20, "{checks} memory checks, {stored} stores carried");
+}
+
+/// Without the units that give a store's halves their memory groups, the stores never reach
+/// the memory rows: the memory check above can fail.
+#[test]
+fn without_the_store_groups_memory_keeps_the_prompts_words() {
+    let mut rng = Rng::new(6);
+    let k = suite::kernels().into_iter().find(|k| k.name == "clamp3").unwrap();
+    let mut stack = Stack::new(&MachineSpec::default());
+    stack.stores = Layer::default();
+    let c = follow(&mut stack, &k, true, &mut rng);
+    assert!(c.stored > 0 && c.memory_wrong > 0 && c.wrong == 0, "{c:?}");
 }
 
 /// Without the table the VAL tokens go nowhere, and the reads come out wrong: the check above

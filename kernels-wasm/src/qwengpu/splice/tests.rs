@@ -5,6 +5,8 @@ use crate::bitnet::random::Rng;
 use crate::qwen3::model::Model;
 use crate::qwen3::reference::Reference;
 use crate::qwengpu::deltanet::DeltaNet;
+use crate::qwengpu::exec::load::memory_words;
+use crate::qwengpu::limb_memory::Layout;
 use crate::qwengpu::register_file::tests::{follow, Checked, Fed};
 use crate::qwengpu::register_file::RegisterFile;
 use crate::qwengpu::suite;
@@ -204,6 +206,8 @@ struct SplicedRun<'a> {
     runner: Runner<'a>,
     /// The compiled layer that holds the register rows.
     file: usize,
+    /// The first load mixer and its layout.
+    memory: (usize, Layout),
     /// The last position's logits.
     logits: Vec<f32>,
 }
@@ -235,6 +239,10 @@ impl Fed for SplicedRun<'_> {
     fn predicted(&self) -> Option<Token> {
         self.splice.machine_token(argmax(&self.logits) as usize)
     }
+
+    fn memory(&self, words: usize) -> Option<Vec<u32>> {
+        memory_words(self.runner.deltanet(self.memory.0)?, &self.memory.1, words)
+    }
 }
 
 /// Inside the spliced model, a kernel's program image and steps, fed as tokens through the
@@ -253,19 +261,28 @@ fn run_kernels(names: &[&str]) -> Checked {
     let file =
         splice.layers.iter().position(|l| matches!(l, Compiled::DeltaNet(w) if w.w_out.nonzero_rows().contains(&read)));
     let file = file.unwrap();
+    let (layout, loaded) = splice.exec.load_layout();
+    let mixer = splice
+        .layers
+        .iter()
+        .position(|l| matches!(l, Compiled::DeltaNet(w) if w.w_out.nonzero_rows().contains(&loaded)));
+    let memory = (mixer.unwrap(), layout);
     let mut rng = Rng::new(4);
     let mut total = Checked::default();
     for k in suite::kernels().iter().filter(|k| names.is_empty() || names.contains(&k.name)) {
         let runner = Runner::spliced(c, &model, &splice).unwrap();
-        let mut run = SplicedRun { splice: &splice, runner, file, logits: Vec::new() };
+        let mut run = SplicedRun { splice: &splice, runner, file, memory: memory.clone(), logits: Vec::new() };
         let checked = follow(&mut run, k, true, &mut rng);
-        assert!(checked.wrong == 0, "{}: {checked:?}", k.name);
+        assert!(checked.wrong + checked.memory_wrong == 0, "{}: {checked:?}", k.name);
         total.reads += checked.reads;
         total.loads += checked.loads;
         total.nonzero += checked.nonzero;
         total.executed += checked.executed;
         total.predicted += checked.predicted;
         total.stale += checked.stale;
+        total.memory_checks += checked.memory_checks;
+        total.stored += checked.stored;
+        total.predicted_stores += checked.predicted_stores;
     }
     total
 }
@@ -280,6 +297,7 @@ fn the_spliced_model_runs_a_kernels_blocks() {
     };
     let c = run_kernels(names);
     assert!(c.nonzero > 10 && c.executed > at_least / 2 && c.predicted > at_least, "{c:?}");
+    assert!(c.predicted_stores > 2 && c.memory_checks > at_least / 4, "{c:?}");
 }
 
 /// The same through all 49 suite kernels (about 9 minutes in release: run it with
