@@ -62,6 +62,8 @@ pub enum Source {
     Special(Special),
     /// A global load's word (`load`).
     Load,
+    /// A shared load's word (`load`, §14).
+    LoadShared,
 }
 
 impl Source {
@@ -73,6 +75,7 @@ impl Source {
             IsaOp::Set(c) => Source::Alu(Op::Cmp(c)),
             IsaOp::S2R(s) => Source::Special(s),
             IsaOp::Ld(Space::Global) => Source::Load,
+            IsaOp::Ld(Space::Shared) => Source::LoadShared,
             _ => return None,
         };
         match s {
@@ -84,12 +87,12 @@ impl Source {
 
 /// Whether the executor computes `inst`'s effect at the lane's position: moves, the ALU's
 /// operations (not the divisions), comparisons, selects, special registers, parameters and
-/// global loads write their registers; a global store keeps its word index and word, which the
-/// step's store tokens carry to the memory rows (§13); the terminators write nothing.
+/// loads (global and shared) write their registers; a store keeps its word index and word, which
+/// the step's store tokens carry to the memory rows (§13, §14); the terminators write nothing.
 pub fn supports(inst: &Inst) -> bool {
     match *inst {
         Inst::Mov { .. } | Inst::Set { .. } | Inst::Sel { .. } | Inst::S2R { .. } => true,
-        Inst::Ld { space: Space::Global, .. } | Inst::St { space: Space::Global, .. } => true,
+        Inst::Ld { .. } | Inst::St { .. } => true,
         Inst::Alu { op, .. } => !matches!(op, Alu::DivS | Alu::DivU | Alu::RemS | Alu::RemU),
         Inst::Bra { .. } | Inst::Bar | Inst::Exit => true,
         _ => false,
@@ -117,6 +120,10 @@ pub struct Exec {
     /// stream's width and global memory's words: for the load mixers (`load`).
     pub memory: usize,
     pub val: [usize; 2],
+    /// Shared memory's address groups (`register_file::shared_groups`, from `shared`): the step's
+    /// thread block one-hot, then where a shared store's halves write.
+    pub shared: usize,
+    pub shared_groups: [usize; 3],
     pub d_model: usize,
     pub global_words: usize,
     /// Instructions per block.
@@ -147,8 +154,10 @@ struct Fields {
     imm: [usize; 2],
     /// 1 for a memory access (its address is `a` plus the offset in `a`'s immediate words).
     access: usize,
-    /// 1 for a global store.
+    /// 1 for a store (either space).
     store: usize,
+    /// 1 for a shared access.
+    shared: usize,
 }
 
 impl Exec {
@@ -156,7 +165,7 @@ impl Exec {
         let mut v = vec![Source::Mov, Source::Sel];
         v.extend(alu.results.iter().map(|&(op, _)| Source::Alu(op)));
         v.extend(SPECIALS.iter().chain(&PARAMS).map(|&s| Source::Special(s)));
-        v.push(Source::Load);
+        v.extend([Source::Load, Source::LoadShared]);
         v
     }
 
@@ -182,7 +191,7 @@ impl Exec {
 
     /// Channels one instruction's decoded fields take.
     fn field_len(&self, sources: usize) -> usize {
-        sources + 4 * self.regs + 4
+        sources + 4 * self.regs + 5
     }
 
     /// The decoded fields of the instruction running (one set for all of a block's).
@@ -191,7 +200,7 @@ impl Exec {
         let a = base + sources;
         let (b, c, d) = (a + self.regs, a + 2 * self.regs, a + 3 * self.regs);
         let imm = [a + 4 * self.regs, a + 4 * self.regs + 1];
-        Fields { sources: base, a, b, c, d, imm, access: imm[1] + 1, store: imm[1] + 2 }
+        Fields { sources: base, a, b, c, d, imm, access: imm[1] + 1, store: imm[1] + 2, shared: imm[1] + 3 }
     }
 
     /// The ALU's channel `c` (its own numbering: 0 the bias) in this stream, relative to the bias.
@@ -242,6 +251,17 @@ impl Exec {
         (load.layout(self.d_model, self.one, self.memory, self.val, self.one + flag), self.one + load.loaded())
     }
 
+    /// The shared mixers' layout (every instruction's alike).
+    #[cfg(test)]
+    pub(crate) fn shared_layout(&self) -> super::limb_memory::Layout {
+        let alu = AluStack::build();
+        let sources = Self::sources(&alu);
+        let load = self.load(&alu, sources.len());
+        let pos = sources.iter().position(|&s| s == Source::LoadShared).unwrap_or(0);
+        let flag = self.one + self.fields(sources.len()).sources + pos;
+        load.shared_layout(self.d_model, self.one, (self.shared, self.shared_groups), self.val, flag)
+    }
+
     pub fn is_empty(&self) -> bool {
         false
     }
@@ -269,8 +289,13 @@ impl Exec {
             .collect();
         layer.one_hot(&[(self.word(i, 0), 1.0)], &access);
         let store: Vec<Option<usize>> =
-            opcodes().iter().map(|&op| (op == IsaOp::St(Space::Global)).then_some(f.store)).collect();
+            opcodes().iter().map(|&op| matches!(op, IsaOp::St(_)).then_some(f.store)).collect();
         layer.one_hot(&[(self.word(i, 0), 1.0)], &store);
+        let shared: Vec<Option<usize>> = opcodes()
+            .iter()
+            .map(|&op| matches!(op, IsaOp::Ld(Space::Shared) | IsaOp::St(Space::Shared)).then_some(f.shared))
+            .collect();
+        layer.one_hot(&[(self.word(i, 0), 1.0)], &shared);
         let regs = |at: usize| (0..self.regs).map(|r| Some(at + r)).chain([None]).collect::<Vec<_>>();
         layer.one_hot(&[(self.word(i, 0) + 1, 1.0)], &regs(f.d));
         layer.one_hot(&[(self.word(i, 1), 1.0)], &regs(f.a));
@@ -310,11 +335,20 @@ impl Exec {
                 contiguous(at, if matches!(op, Op::Cmp(_)) { 1 } else { LIMBS })
             }
             Source::Special(s) => self.special(s),
-            Source::Load => contiguous(load.loaded(), LIMBS),
+            Source::Load | Source::LoadShared => contiguous(load.loaded(), LIMBS),
         };
         let load_flag = f.sources + sources.iter().position(|&s| s == Source::Load).unwrap_or(0);
         let index = load.index(self.global_words);
         let mixer = load.mixer(self.d_model, self.one, self.memory, self.val, self.one + load_flag);
+        let shared_flag = f.sources + sources.iter().position(|&s| s == Source::LoadShared).unwrap_or(0);
+        let shared_layout = load.shared_layout(
+            self.d_model,
+            self.one,
+            (self.shared, self.shared_groups),
+            self.val,
+            self.one + shared_flag,
+        );
+        let shared_mixer = super::limb_memory::weights(&shared_layout);
         let mut mixers = Vec::new();
         let mut stages = Vec::new();
         for i in 0..self.block_len {
@@ -364,6 +398,7 @@ impl Exec {
                 layer.units.extend(units.units);
             }
             mixers.push((stages.len() + 5, mixer.clone()));
+            mixers.push((stages.len() + 6, shared_mixer.clone()));
             let mut writeback = Layer::default();
             for (k, &s) in sources.iter().enumerate() {
                 let terms = result(s);
@@ -377,7 +412,8 @@ impl Exec {
             }
             // A store's word index and word, kept for the step's tokens.
             let kept = stores + (1 + LIMBS) * i;
-            and_unit(&mut writeback, &[f.store], &[], load.index_terms(), kept, 1.0);
+            and_unit(&mut writeback, &[f.store], &[f.shared], load.index_terms(), kept, 1.0);
+            and_unit(&mut writeback, &[f.store, f.shared], &[], load.shared_index_terms(), kept, 1.0);
             for l in 0..LIMBS {
                 and_unit(&mut writeback, &[f.store], &[], vec![(load.value() + l, 1.0)], kept + 1 + l, 1.0);
             }

@@ -49,12 +49,13 @@ pub struct StepRecord {
     pub mask: u32,
 }
 
-/// A global store of a step, as the second machine's tokens carry it: the lane, the word index
-/// and the word (in the order the interpreter makes them: instruction by instruction, lanes in
-/// order within each).
+/// A store of a step, as the second machine's tokens carry it: the lane, the space, the word
+/// index and the word (in the order the interpreter makes them: instruction by instruction,
+/// lanes in order within each).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stored {
     pub lane: usize,
+    pub space: Space,
     pub word: u32,
     pub value: u32,
 }
@@ -215,7 +216,7 @@ impl Machine {
         Ok(self.step_stored()?.map(|(record, _)| record))
     }
 
-    /// [`Self::step`], with the step's global stores.
+    /// [`Self::step`], with the step's stores (`st`, not atomics).
     pub fn step_stored(&mut self) -> Result<Option<(StepRecord, Vec<Stored>)>, MachineError> {
         if self.finished() {
             return Ok(None);
@@ -327,9 +328,7 @@ impl Machine {
                             };
                             let at = address(get(w, l, a), off, mem.len());
                             mem[at] = get(w, l, v);
-                            if space == Space::Global {
-                                stored.push(Stored { lane: l, word: at as u32, value: mem[at] });
-                            }
+                            stored.push(Stored { lane: l, space, word: at as u32, value: mem[at] });
                         }
                         // Branches act on the whole warp, after the block (see `step`).
                         Inst::Bra { .. } => {}

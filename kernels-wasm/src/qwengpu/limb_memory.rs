@@ -188,6 +188,21 @@ pub fn weights(layout: &Layout) -> DeltaNetWeights {
     exact_weights_sized(d, one, (heads, dk, dv), norm, w_qkv, w_out)
 }
 
+/// `w` (a `limb_memory` layer) that forgets every row of every head where channel `flag` is 1,
+/// before that position's write: shared memory starts from zeros at each launch. The decay gate
+/// `α = exp(−exp(a_log) · softplus(a + dt_bias))` with `a_log = 0` and `dt_bias = −200` is
+/// exactly 1 where `a = 0` (`exp(−200)` underflows, so softplus gives `ln 1 = 0`), and with
+/// `a = 400 · flag` exactly 0 where the flag is set (`exp(−200)` again): `S ← α·S` keeps every row
+/// bit for bit or zeroes it (a row of ±0 reads as unwritten).
+pub fn cleared_at(mut w: DeltaNetWeights, flag: usize) -> DeltaNetWeights {
+    for h in 0..w.heads {
+        w.a_log[h] = 0.0;
+        w.dt_bias[h] = -200.0;
+        w.w_a.set(h, flag, 400.0);
+    }
+    w
+}
+
 /// A memory layer for `layout`, every row unwritten.
 pub fn layer(layout: &Layout) -> DeltaNet {
     DeltaNet::new(weights(layout))
@@ -256,6 +271,36 @@ mod tests {
             }
         }
         x
+    }
+
+    /// A layer cleared at a flag keeps its rows bit for bit until the flag, forgets all of them
+    /// there (the position's own write lands after), and then holds words as before.
+    #[test]
+    fn a_cleared_layer_forgets_every_row_at_its_flag_and_only_there() {
+        let (l, flag) = (registers(), 255);
+        let mut net = DeltaNet::new(cleared_at(weights(&l), flag));
+        let mut plain: Vec<Option<[u32; 4]>> = vec![None; l.rows()];
+        let mut rng = Rng::new(8);
+        let order: Vec<usize> = (0..l.d_model).collect();
+        for step in 0..120 {
+            let address = vec![(rng.next_u64() % 16) as usize, (rng.next_u64() % 15) as usize];
+            let limbs: [u32; 4] = core::array::from_fn(|_| (rng.next_u64() % 256) as u32);
+            let clear = step % 40 == 39;
+            let mut x = stream(&l, Some((&address, limbs)), &[None, None, None]);
+            x[flag] = f32::from(u8::from(clear));
+            net.step(&rms_norm(&x, &norm_weights(l.d_model), 1e-6, &order));
+            if clear {
+                plain.iter_mut().for_each(|r| *r = None);
+            }
+            plain[l.row(&address)] = Some(limbs);
+            for (i, want) in plain.iter().enumerate() {
+                let got = match net.row(0, i).iter().all(|&v| v == 0.0) {
+                    true => None,
+                    false => Some(row_limbs(&net, &l, 0, i).expect("an exact row")),
+                };
+                assert_eq!(got, want.map(|w| w.to_vec()), "step {step}, row {i}");
+            }
+        }
     }
 
     /// Random writes and reads (three heads reading at once, some positions writing and reading

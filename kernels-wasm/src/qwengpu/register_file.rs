@@ -37,7 +37,8 @@
 //!    slots; a latch (a one-row Gated DeltaNet before the executor's second stage) holds the
 //!    index its first slot sent, and [`RegisterFile::store_units`] turn it into the memory groups
 //!    at the two halves' slots, where the executor's load mixers write them as they write the
-//!    prompt's memory tokens.
+//!    prompt's memory tokens. Shared stores alike (§14), in the shared groups: the step's thread
+//!    block one-hot (set at every position of an executed step), the word and the half.
 //!
 //! Every quantity a step unit reads is a small integer after the §2 norm, so each unit is exact
 //! (`limbs`); both memories are `limb_memory`'s exact rows. At a record position nothing is
@@ -46,6 +47,7 @@
 
 use super::carry::block_carry;
 use super::deltanet::{DeltaNet, DeltaNetWeights};
+use super::exec::load::SHARED_WORDS;
 use super::interp::Launch;
 use super::interp::{StepRecord, Stored};
 use super::isa::{Inst, MachineSpec, Program, Space, MAX_PARAMS};
@@ -107,13 +109,24 @@ pub enum ImageTooLarge {
 pub const MEMORY_GROUPS: [usize; 3] = [8, 16, 2];
 
 /// A store slot's register field in the live-out table: `STORE_FIELD + 3·i + part` for the
-/// store of instruction `i`, part 0 its word index, 1 and 2 its word's low and high half. Above
-/// every register, so no register row is written at a store's slots.
+/// global store of instruction `i` (part 0 its word index, 1 and 2 its word's low and high
+/// half), `STORE_FIELD + 3·block_len + 3·i + part` for a shared one. Above every register, so no
+/// register row is written at a store's slots.
 pub const STORE_FIELD: usize = 16;
 
-/// The global stores of a block: their instructions' places in it.
-pub fn store_slots(block: &[Inst]) -> Vec<usize> {
-    (0..block.len()).filter(|&i| matches!(block[i], Inst::St { space: Space::Global, .. })).collect()
+/// The stores of a block: their instructions' places in it, and whether each is shared.
+pub fn store_slots(block: &[Inst]) -> Vec<(usize, bool)> {
+    let store = |i: &Inst| match *i {
+        Inst::St { space, .. } => Some(space == Space::Shared),
+        _ => None,
+    };
+    (0..block.len()).filter_map(|i| store(&block[i]).map(|shared| (i, shared))).collect()
+}
+
+/// Shared memory's rows as address groups: the thread block (one-hot, a warp's at most), the
+/// word, the half.
+pub fn shared_groups(shape: &Shape) -> [usize; 3] {
+    [shape.warps, SHARED_WORDS, 2]
 }
 
 /// Words of the launch part: the block's threads (rounded up to whole warps), the grid's
@@ -213,18 +226,24 @@ impl RegisterFile {
         self.thread() + 2
     }
 
-    /// Three flags: the current slot is a store's word index, its low half, its high half.
+    /// Five flags: the current slot is a store's word index, a global store's low half, its high
+    /// half, a shared store's low half, its high half.
     pub fn store_part(&self) -> usize {
         self.memory() + MEMORY_GROUPS.iter().sum::<usize>()
     }
     /// The last word index a store's slot sent (its two limbs), held by [`Self::store_latch`].
     fn latched(&self) -> usize {
-        self.store_part() + 3
+        self.store_part() + 5
+    }
+    /// Shared memory's address groups ([`shared_groups`]): the step's thread block one-hot at
+    /// every position of an executed step, word and half at a shared store's halves.
+    pub fn shared(&self) -> usize {
+        self.latched() + 2
     }
 
     /// The channels from `first` on that this uses.
     pub fn len(&self) -> usize {
-        self.latched() + 2 - self.first
+        self.shared() + shared_groups(&self.shape).iter().sum::<usize>() - self.first
     }
 
     pub fn is_empty(&self) -> bool {
@@ -297,7 +316,9 @@ impl RegisterFile {
         let s = self.shape;
         let mut l = Layer::default();
         let entry = self.at(self.entry());
-        l.one_hot(&[(entry, 1.0)], &self.by_field(self.reg(), self.store_part(), |_, part| part));
+        // A store's index slot (either space) lights flag 0, a global half 1 or 2, a shared 3 or 4.
+        let part = |_, part: usize, shared: bool| self.store_part() + if shared && part > 0 { part + 2 } else { part };
+        l.one_hot(&[(entry, 1.0)], &self.by_field(self.reg(), part));
         let mask = (self.at(self.record + 2), (2 * s.lanes) as f32);
         l.one_hot(&[mask, (entry + 1, 1.0)], &self.by_rank(|lane, half| self.lane_half() + 2 * lane + half));
         // The next slot's lane, once per half: the same decode on the next entry, each value
@@ -346,26 +367,38 @@ impl RegisterFile {
         limb_memory::weights(&layout)
     }
 
-    /// After the latch: at a store's low and high slot, the memory groups of its word (the
-    /// latched index, one-hot page and word, and the half), so the load mixers write the
-    /// token's limbs there as they write the prompt's memory tokens. Elsewhere the index's
-    /// steps are pushed below 0 and nothing fires.
+    /// After the latch: at a global store's low and high slot, the memory groups of its word
+    /// (the latched index, one-hot page and word, and the half), so the load mixers write the
+    /// token's limbs there as they write the prompt's memory tokens; at a shared store's, the
+    /// shared groups' word and half. Elsewhere the index's steps are pushed below 0 and nothing
+    /// fires. Beside them the step's thread block one-hot (the shared groups' first) at every
+    /// position of an executed step: the shared mixers read and write in its rows.
     pub fn store_units(&self) -> Layer {
         let [pages, words, _] = MEMORY_GROUPS;
+        let [ctas, shared_words, _] = shared_groups(&self.shape);
         let mut l = Layer::default();
-        let [index, low, high] = [self.latched(), self.store_part() + 1, self.store_part() + 2].map(|c| self.at(c));
-        let terms = [(index, 1.0), (low, 1024.0), (high, 1024.0), (0, -1024.0)];
-        for (at, digit) in [(self.memory(), 0), (self.memory() + pages, 1)] {
-            let mut targets: Vec<Option<usize>> = (0..pages * words)
-                .map(|w| Some(self.at(at + if digit == 0 { w / words } else { w % words })))
-                .collect();
+        let (index, flag) = (self.at(self.latched()), |k: usize| self.at(self.store_part() + k));
+        // (first channel, digit of the word index, words, the halves' flags)
+        type Digit = (usize, fn(usize) -> usize, usize, [usize; 2]);
+        let digits: [Digit; 3] = [
+            (self.memory(), |w| w / MEMORY_GROUPS[1], pages * words, [1, 2]),
+            (self.memory() + pages, |w| w % MEMORY_GROUPS[1], pages * words, [1, 2]),
+            (self.shared() + ctas, |w| w, shared_words, [3, 4]),
+        ];
+        for (at, digit, n, [low, high]) in digits {
+            let terms = [(index, 1.0), (flag(low), 1024.0), (flag(high), 1024.0), (0, -1024.0)];
+            let mut targets: Vec<Option<usize>> = (0..n).map(|w| Some(self.at(at + digit(w)))).collect();
             targets.push(None);
             l.one_hot(&terms, &targets);
         }
-        let half = self.at(self.memory() + pages + words);
-        for (h, flag) in [low, high].into_iter().enumerate() {
-            super::exec::and_unit(&mut l, &[flag], &[], vec![(0, 1.0)], half + h, 1.0);
+        let halves = [self.memory() + pages + words, self.shared() + ctas + shared_words].map(|c| self.at(c));
+        for k in 0..4 {
+            super::exec::and_unit(&mut l, &[flag(1 + k)], &[], vec![(0, 1.0)], halves[k / 2] + k % 2, 1.0);
         }
+        let cta = [(self.at(self.thread() + 1), 1.0), (self.at(self.run_flag()), 1024.0), (0, -1024.0)];
+        let mut targets: Vec<Option<usize>> = (0..ctas).map(|c| Some(self.at(self.shared() + c))).collect();
+        targets.push(None);
+        l.one_hot(&cta, &targets);
         l.shifted(self.one)
     }
 
@@ -393,12 +426,13 @@ impl RegisterFile {
     }
 
     /// For each value of a table entry's register field, where it goes: register `r` to `reg + r`,
-    /// the part of instruction `i`'s store to `store + at(i, part)`, anything else nowhere.
-    pub(super) fn by_field(&self, reg: usize, store: usize, at: impl Fn(usize, usize) -> usize) -> Vec<Option<usize>> {
+    /// part `p` of instruction `i`'s store to `store(i, p, shared)`, anything else nowhere.
+    pub(super) fn by_field(&self, reg: usize, store: impl Fn(usize, usize, bool) -> usize) -> Vec<Option<usize>> {
         let block_len = self.shape.rom_words / WORDS;
         let mut targets: Vec<Option<usize>> =
             (0..STORE_FIELD).map(|r| (r < self.shape.regs).then(|| self.at(reg + r))).collect();
-        targets.extend((0..3 * block_len).map(|k| Some(self.at(store + at(k / 3, k % 3)))));
+        let slot = |k: usize| store(k % (3 * block_len) / 3, k % 3, k >= 3 * block_len);
+        targets.extend((0..6 * block_len).map(|k| Some(self.at(slot(k)))));
         targets.push(None);
         targets
     }
@@ -529,6 +563,7 @@ impl RegisterFile {
         for (b, c) in block_carry(program).iter().enumerate() {
             let (regs, stores) = (live_regs(c.live_out_writes), store_slots(&program.blocks[b]));
             let slots = s.lanes * (2 * regs.len() + 3 * stores.len());
+            let block_len = s.rom_words / WORDS;
             if slots > s.slots {
                 let (words, stores) = (regs.len(), stores.len());
                 return Err(ImageTooLarge::Slots { block: b, words, stores, slots, max: s.slots });
@@ -541,8 +576,8 @@ impl RegisterFile {
                 for &r in &regs {
                     tokens.extend((0..2).map(|half| Token::Val(r as u16 | (2 * rank + half) << 8)));
                 }
-                for &i in &stores {
-                    let field = |part: usize| (STORE_FIELD + 3 * i + part) as u16;
+                for &(i, shared) in &stores {
+                    let field = |part: usize| (STORE_FIELD + 3 * (i + usize::from(shared) * block_len) + part) as u16;
                     tokens.extend((0..3).map(|part| Token::Val(field(part) | (2 * rank) << 8)));
                 }
             }
@@ -552,7 +587,7 @@ impl RegisterFile {
 
     /// A step's tokens: its record, then for each active lane in order, the low and the high
     /// half of each live-out register's value after the step (`regs`: the warp's registers,
-    /// lane by lane), then each of the lane's global stores as its word index, low and high half
+    /// lane by lane), then each of the lane's stores as its word index, low and high half
     /// (`stored`: the step's, as `Machine::step_stored` gives them).
     pub fn step_tokens(step: &StepRecord, live_out: u32, regs: &[Vec<u32>], stored: &[Stored]) -> Vec<Token> {
         let mut tokens = vec![Token::Record { warp: step.warp as u32, block: step.block as u32, mask: step.mask }];

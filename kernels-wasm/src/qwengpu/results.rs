@@ -91,7 +91,7 @@ impl Results {
         let (rf, s) = (&self.registers, self.registers.shape);
         let mut l = Layer::default();
         let next = self.at(rf.next_entry());
-        l.one_hot(&[(next, 1.0)], &rf.by_field(self.reg(), self.store(), |i, part| 3 * i + part));
+        l.one_hot(&[(next, 1.0)], &rf.by_field(self.reg(), |i, part, _| self.store() + 3 * i + part));
         // The entry's second limb is `2·rank + half`.
         let halves: Vec<_> = (0..2 * s.lanes).map(|v| Some(self.at(self.half() + v % 2))).collect();
         l.one_hot(&[(next + 1, 1.0)], &halves);

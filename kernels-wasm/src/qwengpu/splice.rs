@@ -49,7 +49,7 @@ use super::exec::Exec;
 use super::isa::MachineSpec;
 use super::limbs::{Layer, M};
 use super::machine_tokens::{Token, Vocab};
-use super::register_file::{RegisterFile, Shape};
+use super::register_file::{shared_groups, RegisterFile, Shape};
 use super::results::Results;
 use super::slot_counter::Counter;
 use crate::qwen3::model::{Config, FloatModel};
@@ -231,6 +231,8 @@ impl Splice {
             lanes: spec.lanes,
             memory: rf.memory(),
             val: rf.val,
+            shared: rf.shared(),
+            shared_groups: shared_groups(&rf.shape),
             d_model: width,
             global_words: spec.global_words,
             block_len: spec.block_len,
@@ -440,6 +442,7 @@ impl Splice {
             || e.thread != r.thread()
             || e.lane != r.next_lane(0)
             || e.memory != r.memory()
+            || (e.shared, e.shared_groups) != (r.shared(), shared_groups(&r.shape))
             || e.val != r.val
             || e.d_model != w;
         if e.one != self.bias || e.rom != r.rom() || e.local != r.local() || context || e.first < r.first + r.len() {

@@ -46,7 +46,9 @@ pub const FORMAT: &str = "substrates-qwengpu-spliced";
 /// load mixers, one before each instruction's sixth stage layer).
 /// 6: stores carried (the table's store slots, the register file's store flags and latch before
 /// the executor's second stage, the results row's kept stores).
-pub const VERSION: u32 = 6;
+/// 7: shared memory (the register file's shared groups, the executor's shared word and shared
+/// mixers, one after each load mixer).
+pub const VERSION: u32 = 7;
 
 /// The text model: its shape, what it was read from, and whether its head is its embedding.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -16,11 +16,17 @@
 //! reads both halves where its source flag is 1. Each instruction has a mixer of its own, all
 //! written alike, since a layer's state is its own.
 //!
+//! **Shared memory** (§14) has rows per thread block (`thread block × word × half`) in a second
+//! mixer per instruction, after the global one; its word index `(addr / 4) mod 32` needs only
+//! the address's lowest limb (one layer of step units beside the first index layer).
+//!
 //! **Stores** use the same address. The executor keeps each store instruction's word index and
 //! word (`b`) in channels of its own for the step's tokens to carry (§12); the mixers write a
 //! store's halves where its tokens come (§13: the register file gives their address groups as it
 //! does for the prompt's memory tokens).
 
+#[cfg(test)]
+use super::super::deltanet::DeltaNet;
 use super::super::deltanet::DeltaNetWeights;
 use super::super::limb_memory::{self, Digit, Head, Layout};
 use super::super::limbs::{Layer, LIMBS};
@@ -33,13 +39,18 @@ use alloc::vec::Vec;
 pub(crate) struct LoadChannels {
     /// The adder's result: the byte address.
     pub address: usize,
-    /// `t_1`, `t_2`, `t_3`, then one-hot page and word-in-page, then the word read (four limbs).
+    /// `t_1`, `t_2`, `t_3`, then one-hot page and word-in-page, then the word read (four limbs),
+    /// a store's word, then the shared word one-hot ([`SHARED_WORDS`]).
     pub first: usize,
 }
 
+/// Words of a thread block's shared memory as the executor indexes them: `(addr / 4) mod 32` is
+/// bits 2–6 of the address's lowest limb, since 256 is a multiple of `4 · 32`.
+pub const SHARED_WORDS: usize = 32;
+
 impl LoadChannels {
     /// `t_k`, page, word, the word loaded and a store's word to write.
-    pub const LEN: usize = 3 + MEMORY_GROUPS[0] + MEMORY_GROUPS[1] + 2 * LIMBS;
+    pub const LEN: usize = 3 + MEMORY_GROUPS[0] + MEMORY_GROUPS[1] + 2 * LIMBS + SHARED_WORDS;
 
     fn page(&self) -> usize {
         self.first + 3
@@ -53,6 +64,16 @@ impl LoadChannels {
     /// A store's word (`v`: `b`'s register or immediate), four limbs.
     pub fn value(&self) -> usize {
         self.loaded() + LIMBS
+    }
+
+    /// The shared word one-hot.
+    fn shared_word(&self) -> usize {
+        self.value() + LIMBS
+    }
+
+    /// The shared word index as a sum of its one-hot group.
+    pub fn shared_index_terms(&self) -> Vec<(usize, f32)> {
+        (0..SHARED_WORDS).map(|w| (self.shared_word() + w, w as f32)).collect()
     }
 
     /// The word index as a sum of the page and word groups: `16·page + word`.
@@ -74,6 +95,10 @@ impl LoadChannels {
                 first.step(&[(self.address + k, 1.0)], v as f32, &[(self.first + k - 1, f(v) - f(v - 1))]);
             }
         }
+        // The shared word from the lowest limb alone.
+        let shared: Vec<Option<usize>> =
+            (0..256).map(|v| Some(self.shared_word() + v % (4 * SHARED_WORDS) / 4)).chain([None]).collect();
+        first.one_hot(&[(self.address, 1.0)], &shared);
         let mut second = Layer::default();
         let terms = [(self.address, 1.0), (self.first, 1.0), (self.first + 1, 1.0), (self.first + 2, 1.0)];
         let span = 256 + 3 * m;
@@ -113,17 +138,54 @@ impl LoadChannels {
             .collect();
         Layout { groups: MEMORY_GROUPS.to_vec(), d_model, one, value: val.to_vec(), heads }
     }
+
+    /// The shared mixer's layout: rows `thread block × word × half` (`groups`, from `shared`,
+    /// the register file's; the thread block one-hot is set at every position of a step, word
+    /// and half at a shared store's halves), read at the step's thread block and the access's
+    /// word where `flag` (a shared load) is 1.
+    pub fn shared_layout(
+        &self,
+        d_model: usize,
+        one: usize,
+        (shared, groups): (usize, [usize; 3]),
+        val: [usize; 2],
+        flag: usize,
+    ) -> Layout {
+        let write = [shared, shared + groups[0], shared + groups[0] + groups[1]];
+        let heads = (0..2)
+            .map(|half| {
+                let read = vec![Digit::Stream(shared), Digit::Stream(one + self.shared_word()), Digit::Fixed(half)];
+                let mut h = Head::new(&write, &[], read, one + self.loaded() + 2 * half);
+                h.read_when = vec![flag];
+                h
+            })
+            .collect();
+        Layout { groups: groups.to_vec(), d_model, one, value: val.to_vec(), heads }
+    }
 }
 
 /// The first `words` words of global memory as a load mixer's state holds them (0 where a row
 /// was never written; `None` where a row is not an exact limb row).
 #[cfg(test)]
-pub(crate) fn memory_words(net: &super::super::deltanet::DeltaNet, layout: &Layout, words: usize) -> Option<Vec<u32>> {
+pub(crate) fn memory_words(net: &DeltaNet, layout: &Layout, words: usize) -> Option<Vec<u32>> {
     let per_page = MEMORY_GROUPS[1];
-    (0..words)
+    read_words(net, layout, words, |w| [w / per_page, w % per_page])
+}
+
+/// Thread block `cta`'s shared words as a shared mixer's state holds them.
+#[cfg(test)]
+pub(crate) fn shared_words(net: &DeltaNet, layout: &Layout, cta: usize) -> Option<Vec<u32>> {
+    read_words(net, layout, layout.groups[1], |w| [cta, w])
+}
+
+/// Word `k` from the rows `[address(k), half]` of head 0.
+#[cfg(test)]
+fn read_words(net: &DeltaNet, layout: &Layout, n: usize, address: impl Fn(usize) -> [usize; 2]) -> Option<Vec<u32>> {
+    (0..n)
         .map(|w| {
             (0..2).try_fold(0u32, |word, half| {
-                let row = layout.row(&[w / per_page, w % per_page, half]);
+                let [a, b] = address(w);
+                let row = layout.row(&[a, b, half]);
                 if net.row(0, row).iter().all(|&v| v == 0.0) {
                     return Some(word);
                 }

@@ -31,6 +31,8 @@ struct Lane {
 struct Memory {
     nets: Vec<DeltaNet>,
     held: Vec<u32>,
+    /// Each thread block's shared words written so far.
+    shared: Vec<Vec<u32>>,
 }
 
 /// Where a lane runs: the launch (block, grid, parameters) and the lane's thread.
@@ -71,7 +73,9 @@ impl Lane {
         let thread = launch + 3 * LAUNCH_WORDS;
         let lane = thread + 2;
         let memory = lane + 2 * spec.lanes;
-        let val = memory + MEMORY_GROUPS.iter().sum::<usize>();
+        let shared = memory + MEMORY_GROUPS.iter().sum::<usize>();
+        let groups = [spec.max_threads / spec.lanes, spec.shared_words, 2];
+        let val = shared + groups.iter().sum::<usize>();
         let exec = Exec {
             one: 0,
             rom,
@@ -83,6 +87,8 @@ impl Lane {
             lanes: spec.lanes,
             memory,
             val: [val, val + 1],
+            shared,
+            shared_groups: groups,
             d_model: D,
             global_words: spec.global_words,
             block_len: spec.block_len,
@@ -94,7 +100,9 @@ impl Lane {
 
     fn memory(&self) -> Memory {
         let nets = self.built.mixers.iter().map(|(_, w)| DeltaNet::new(w.clone())).collect();
-        Memory { nets, held: vec![0; MachineSpec::default().global_words] }
+        let spec = MachineSpec::default();
+        let ctas = self.exec.shared_groups[0];
+        Memory { nets, held: vec![0; spec.global_words], shared: vec![vec![0; spec.shared_words]; ctas] }
     }
 
     fn norm(&self, x: &[f32]) -> Vec<f32> {
@@ -105,21 +113,39 @@ impl Lane {
     /// the prompt's memory tokens do).
     fn sync(&self, memory: &mut Memory, global: &[u32]) {
         let (e, [pages, words, _]) = (self.exec, MEMORY_GROUPS);
-        for (w, (&want, held)) in global.iter().zip(&mut memory.held).enumerate() {
-            if want == *held {
-                continue;
+        for (w, &want) in global.iter().enumerate() {
+            let hot = [e.memory + w / words, e.memory + pages + w % words];
+            if memory.held[w] != want {
+                self.write(memory, hot, e.memory + pages + words, want);
+                memory.held[w] = want;
             }
-            for half in 0..2 {
-                let mut x = vec![0.0f32; D];
-                x[0] = bias(D);
-                let v = want >> (16 * half);
-                (x[e.memory + w / words], x[e.memory + pages + w % words]) = (1.0, 1.0);
-                x[e.memory + pages + words + half] = 1.0;
-                (x[e.val[0]], x[e.val[1]]) = ((v & 0xff) as f32, (v >> 8 & 0xff) as f32);
-                let n = self.norm(&x);
-                memory.nets.iter_mut().for_each(|net| assert!(net.step(&n).iter().all(|&y| y == 0.0)));
+        }
+    }
+
+    /// One word's two positions, a half each: the channels `hot` and `half + h` set, the half's
+    /// limbs in the VAL channels; every mixer writes where its groups are set, and reads nothing.
+    fn write(&self, memory: &mut Memory, hot: [usize; 2], half: usize, want: u32) {
+        let e = self.exec;
+        for h in 0..2 {
+            let mut x = vec![0.0f32; D];
+            x[0] = bias(D);
+            let v = want >> (16 * h);
+            (x[hot[0]], x[hot[1]], x[half + h]) = (1.0, 1.0, 1.0);
+            (x[e.val[0]], x[e.val[1]]) = ((v & 0xff) as f32, (v >> 8 & 0xff) as f32);
+            let n = self.norm(&x);
+            memory.nets.iter_mut().for_each(|net| assert!(net.step(&n).iter().all(|&y| y == 0.0)));
+        }
+    }
+
+    /// Writes the words of thread block `cta`'s `shared` memory that `memory` does not hold yet,
+    /// a position per half (as a shared store's halves do).
+    fn sync_shared(&self, memory: &mut Memory, cta: usize, shared: &[u32]) {
+        let (e, [ctas, words, _]) = (self.exec, self.exec.shared_groups);
+        for (w, &want) in shared.iter().enumerate() {
+            if memory.shared[cta][w] != want {
+                self.write(memory, [e.shared + cta, e.shared + ctas + w], e.shared + ctas + words, want);
+                memory.shared[cta][w] = want;
             }
-            *held = want;
         }
     }
 
@@ -145,6 +171,8 @@ impl Lane {
                 .collect(),
         );
         (x[e.thread], x[e.thread + 1], x[e.lane + 2 * ctx.lane]) = (ctx.first_tid as f32, ctx.cta as f32, 1.0);
+        // The thread block one-hot, as the register file's store units leave it.
+        x[e.shared + ctx.cta] = 1.0;
         for (r, &v) in regs.iter().enumerate() {
             x[e.local + LIMBS * r..][..LIMBS].copy_from_slice(&limbs(v));
         }
@@ -170,9 +198,18 @@ impl Lane {
 
 /// What the instructions the executor computes do to the registers, written out plainly from
 /// the ISA's definitions (`Alu::eval`, `Cmp::eval`).
-fn reference(block: &[Inst], regs: &mut [u32], ctx: &Context, global: &[u32]) -> Vec<Option<(u32, u32)>> {
+fn reference(
+    block: &[Inst],
+    regs: &mut [u32],
+    ctx: &Context,
+    global: &[u32],
+    shared: &[u32],
+) -> Vec<Option<(u32, u32)>> {
     let mut stores = vec![Some((0, 0)); block.len().max(4)];
-    let index = |base: u32, off: i32| (base.wrapping_add(off as u32) / 4) as usize % global.len();
+    let index = |space: Space, base: u32, off: i32| {
+        let words = if space == Space::Global { global.len() } else { shared.len() };
+        (base.wrapping_add(off as u32) / 4) as usize % words
+    };
     for (i, inst) in block.iter().enumerate() {
         let val = |s: Src, regs: &[u32]| match s {
             Src::Reg(r) => regs[r as usize],
@@ -186,10 +223,13 @@ fn reference(block: &[Inst], regs: &mut [u32], ctx: &Context, global: &[u32]) ->
                 regs[d as usize] = if regs[c as usize] != 0 { val(a, regs) } else { val(b, regs) }
             }
             Inst::S2R { d, s } => regs[d as usize] = ctx.special(s),
-            Inst::Ld { space: Space::Global, d, a, off } => regs[d as usize] = global[index(val(a, regs), off)],
-            Inst::St { space: Space::Global, a, off, v } => {
-                stores[i] = Some((index(val(a, regs), off) as u32, val(v, regs)))
+            Inst::Ld { space: Space::Global, d, a, off } => {
+                regs[d as usize] = global[index(Space::Global, val(a, regs), off)]
             }
+            Inst::Ld { space: Space::Shared, d, a, off } => {
+                regs[d as usize] = shared[index(Space::Shared, val(a, regs), off)]
+            }
+            Inst::St { space, a, off, v } => stores[i] = Some((index(space, val(a, regs), off) as u32, val(v, regs))),
             _ => {}
         }
     }
@@ -218,15 +258,17 @@ fn supported_blocks_of_the_suite_run_as_the_interpreter_runs_them() {
     let spec = MachineSpec::default();
     let few = ["gcd", "clamp3", "nested_loops"];
     let (mut lanes, mut steps, mut all_steps, mut changed, mut loads, mut stores) = (0, 0, 0, 0, 0, 0);
+    let mut shared_steps = 0;
     for k in suite::kernels().iter().filter(|k| !cfg!(target_arch = "wasm32") || few.contains(&k.name)) {
         let (kernel, _, mut m): (_, _, Machine) = k.machine(k.ptx, &spec).unwrap();
         let mut memory = lane.memory();
         while !m.finished() {
             lane.sync(&mut memory, &m.global);
             let wi = m.current;
+            lane.sync_shared(&mut memory, m.warps[wi].cta, &m.shared);
             let (pc, mask) = m.warps[wi].active();
             let block = &kernel.program.blocks[pc];
-            let (before, global) = (m.warps[wi].regs.clone(), m.global.clone());
+            let (before, global, shared) = (m.warps[wi].regs.clone(), m.global.clone(), m.shared.clone());
             m.step().unwrap();
             all_steps += 1;
             if !block.iter().all(supports) {
@@ -235,12 +277,15 @@ fn supported_blocks_of_the_suite_run_as_the_interpreter_runs_them() {
             steps += 1;
             loads += usize::from(block.iter().any(|i| matches!(i, Inst::Ld { .. })));
             stores += usize::from(block.iter().any(|i| matches!(i, Inst::St { .. })));
+            let shared_access =
+                |i: &Inst| matches!(i, Inst::Ld { space: Space::Shared, .. } | Inst::St { space: Space::Shared, .. });
+            shared_steps += usize::from(block.iter().any(shared_access));
             let mut kept = Vec::new();
             for l in (0..spec.lanes).filter(|l| mask & 1 << l != 0) {
                 let at = alloc::format!("{}: step {}, warp {wi} block {pc} lane {l}: {block:?}", k.name, m.steps);
                 let (after, ctx) = (&m.warps[wi].regs[l], Context::of(&m, wi, l));
                 let mut plain = before[l].clone();
-                let want = reference(block, &mut plain, &ctx, &global);
+                let want = reference(block, &mut plain, &ctx, &global, &shared);
                 assert_eq!(&plain, after, "{at}: the plain reference");
                 let got = lane.run(block, &before[l], &ctx, &memory);
                 assert_eq!(got, Ran::of(after, want.clone()), "{at}");
@@ -249,19 +294,30 @@ fn supported_blocks_of_the_suite_run_as_the_interpreter_runs_them() {
                 changed += usize::from(after != &before[l]);
             }
             // The kept stores, written instruction by instruction in lane order, are the
-            // interpreter's memory after the step.
-            let mut written = global;
+            // interpreter's memory after the step (shared memory, where the step did not end
+            // its thread block, which clears it).
+            let (mut written, mut written_shared) = (global, shared);
             for (i, inst) in block.iter().enumerate() {
-                if matches!(inst, Inst::St { .. }) {
-                    kept.iter().flat_map(|s| s[i]).for_each(|(w, v)| written[w as usize] = v);
+                if let Inst::St { space, .. } = inst {
+                    let to = if *space == Space::Global { &mut written } else { &mut written_shared };
+                    kept.iter().flat_map(|s| s[i]).for_each(|(w, v)| to[w as usize] = v);
                 }
             }
             assert_eq!(written, m.global, "{}: step {}, block {pc}: memory after the stores", k.name, m.steps);
+            if m.warps.get(m.current).is_some_and(|w| w.cta == m.warps[wi].cta) && !m.finished() {
+                assert_eq!(written_shared, m.shared, "{}: step {}, block {pc}: shared memory", k.name, m.steps);
+            }
         }
     }
+    let summary = alloc::format!(
+        "{steps} of {all_steps} steps ({loads} loading, {stores} storing, {shared_steps} with shared memory), {changed} of {lanes} lanes changed"
+    );
+    #[cfg(not(target_arch = "wasm32"))]
+    std::eprintln!("{summary}");
+    let native = !cfg!(target_arch = "wasm32");
     assert!(
-        steps * 4 > all_steps && changed * 2 > lanes && (loads + stores > 200 || cfg!(target_arch = "wasm32")),
-        "{steps} of {all_steps} steps ({loads} loading, {stores} storing), {changed} of {lanes} lanes changed"
+        steps * 4 > all_steps && changed * 2 > lanes && (!native || loads + stores > 200 && shared_steps > 100),
+        "{summary}"
     );
 }
 
@@ -316,7 +372,7 @@ fn random_blocks_match_the_isa() {
             })
             .collect();
         let mut want = regs.clone();
-        let stores = reference(&block, &mut want, &ctx, &global);
+        let stores = reference(&block, &mut want, &ctx, &global, &[0; 32]);
         let got = lane.run(&block, &regs, &ctx, &memory);
         let at = alloc::format!("round {round}: {block:?} on {regs:x?} in {ctx:?}");
         assert_eq!(got, Ran::of(&want, stores), "{at}");
@@ -332,7 +388,7 @@ fn unsupported_instructions_write_nothing() {
     let regs: Vec<u32> = (0..15).map(|r| 1000 + r).collect();
     let block = [
         Inst::Shfl { mode: Shfl::Idx, d: 1, a: 8, b: Src::Imm(0) },
-        Inst::Ld { space: Space::Shared, d: 2, a: Src::Reg(3), off: 4 },
+        Inst::AtomAdd { space: Space::Global, d: 2, a: Src::Reg(3), off: 4, v: Src::Imm(1) },
         Inst::Alu { op: Alu::DivU, d: 4, a: Src::Reg(5), b: Src::Reg(6) },
         Inst::Set { cmp: Cmp::LtU, d: 7, a: Src::Reg(1), b: Src::Reg(2) },
     ];
@@ -370,6 +426,7 @@ fn each_opcode_lights_its_source() {
             IsaOp::Set(c) => vec![Source::Alu(Op::Cmp(c))],
             IsaOp::S2R(s) => vec![Source::Special(s)],
             IsaOp::Ld(Space::Global) => vec![Source::Load],
+            IsaOp::Ld(Space::Shared) => vec![Source::LoadShared],
             _ => vec![],
         };
         assert_eq!(lit, want, "opcode {code} ({op:?})");

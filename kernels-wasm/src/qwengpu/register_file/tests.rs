@@ -2,7 +2,7 @@ use super::*;
 use crate::bitnet::random::Rng;
 use crate::qwengpu::carry::uses_defs;
 use crate::qwengpu::exec;
-use crate::qwengpu::exec::load::{memory_words, LoadChannels};
+use crate::qwengpu::exec::load::{memory_words, shared_words, LoadChannels};
 use crate::qwengpu::interp::{Launch, Machine};
 use crate::qwengpu::isa::Inst;
 use crate::qwengpu::limbs::{norm_weights, rms_norm};
@@ -35,6 +35,9 @@ struct Stack {
     stores: Layer,
     memory: DeltaNet,
     memory_layout: Layout,
+    /// Shared memory's rows (a shared mixer of the executor's that never reads).
+    shared: DeltaNet,
+    shared_layout: Layout,
     order: Vec<usize>,
     /// The stream after the stack at the last position.
     last: Vec<f32>,
@@ -64,7 +67,10 @@ impl Stack {
         let load = LoadChannels { address: unused + 1, first: unused + 5 };
         assert!(load.used().end <= TEXT);
         let memory_layout = load.layout(D, 0, rf.memory(), rf.val, unused);
+        let shared_layout = load.shared_layout(D, 0, (rf.shared(), shared_groups(&rf.shape)), rf.val, unused);
         Stack {
+            shared: DeltaNet::new(limb_memory::weights(&shared_layout)),
+            shared_layout,
             latch: DeltaNet::new(rf.store_latch()),
             stores: rf.store_units(),
             memory: DeltaNet::new(limb_memory::weights(&memory_layout)),
@@ -108,6 +114,7 @@ impl Stack {
         mix(&mut self.latch, &mut x);
         self.stores.forward(&mut x, 1e-6, &self.order);
         mix(&mut self.memory, &mut x);
+        mix(&mut self.shared, &mut x);
         x
     }
 
@@ -139,6 +146,8 @@ pub(crate) trait Fed {
     }
     /// Global memory's first `words` words as the model's memory rows hold them.
     fn memory(&self, words: usize) -> Option<Vec<u32>>;
+    /// Thread block `cta`'s shared memory as the model's rows hold it.
+    fn shared(&self, cta: usize) -> Option<Vec<u32>>;
 }
 
 impl Fed for Stack {
@@ -164,6 +173,10 @@ impl Fed for Stack {
 
     fn memory(&self, words: usize) -> Option<Vec<u32>> {
         memory_words(&self.memory, &self.memory_layout, words)
+    }
+
+    fn shared(&self, cta: usize) -> Option<Vec<u32>> {
+        shared_words(&self.shared, &self.shared_layout, cta)
     }
 }
 
@@ -221,6 +234,7 @@ pub(crate) fn follow(model: &mut impl Fed, kernel: &suite::SuiteKernel, with_tab
     // their tokens (lane by lane).
     let mut model_global = m.global.clone();
     let mut atomics = false;
+    let mut model_shared = vec![vec![0; spec.shared_words]; spec.max_threads / spec.lanes];
     if with_table {
         let rf = *model.file().0;
         let memory = rf.memory_tokens(&model_global).unwrap();
@@ -231,6 +245,24 @@ pub(crate) fn follow(model: &mut impl Fed, kernel: &suite::SuiteKernel, with_tab
     let mut checked = Checked::default();
     while !m.finished() {
         let wi = m.current;
+        // The running thread block's shared memory as its store tokens left it is in the model's
+        // rows for that block, and is the interpreter's until a shared atomic changes a word.
+        let cta = m.warps[wi].cta;
+        if let Some(shared) = model.shared(cta).filter(|_| with_table) {
+            checked.memory_checks += 1;
+            if shared != model_shared[cta] {
+                checked.memory_wrong += 1;
+                let at =
+                    format!("step {}: shared memory of block {cta}: {shared:?}, not {:?}", m.steps, model_shared[cta]);
+                checked.first_wrong.get_or_insert(at);
+            }
+        }
+        assert!(
+            atomics || model_shared[cta] == m.shared,
+            "{}: step {}: shared stores in token order",
+            kernel.name,
+            m.steps
+        );
         let (pc, mask) = m.warps[wi].active();
         let reads: Vec<(usize, usize, u32)> = (0..spec.lanes)
             .filter(|l| mask & 1 << l != 0)
@@ -253,6 +285,7 @@ pub(crate) fn follow(model: &mut impl Fed, kernel: &suite::SuiteKernel, with_tab
         // The step as the model sees it: on the memory its rows hold.
         let mut shadow = m.clone();
         shadow.global.clone_from(&model_global);
+        shadow.shared.clone_from(&model_shared[cta]);
         let (_, shadow_stored) = shadow.step_stored().unwrap().unwrap();
         let (step, stored) = m.step_stored().unwrap().unwrap();
         let live_out = carry[step.block].live_out_writes;
@@ -261,9 +294,14 @@ pub(crate) fn follow(model: &mut impl Fed, kernel: &suite::SuiteKernel, with_tab
         checked.stale += usize::from(seen != tokens);
         checked.stored += stored.len();
         let block = &k.program.blocks[step.block];
-        atomics |= block.iter().any(|i| matches!(i, Inst::AtomAdd { space: Space::Global, .. }));
+        atomics |= block.iter().any(|i| matches!(i, Inst::AtomAdd { .. }));
         for l in 0..spec.lanes {
-            shadow_stored.iter().filter(|s| s.lane == l).for_each(|s| model_global[s.word as usize] = s.value);
+            for s in shadow_stored.iter().filter(|s| s.lane == l) {
+                match s.space {
+                    Space::Global => model_global[s.word as usize] = s.value,
+                    Space::Shared => model_shared[cta][s.word as usize] = s.value,
+                }
+            }
         }
         let half = (rng.next_u64() % 2) as usize;
         let read = feed(model, tokens[0], probe.map(|(l, r, _)| [wi, l, half, r]), rng);

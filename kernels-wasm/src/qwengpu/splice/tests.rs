@@ -5,7 +5,7 @@ use crate::bitnet::random::Rng;
 use crate::qwen3::model::Model;
 use crate::qwen3::reference::Reference;
 use crate::qwengpu::deltanet::DeltaNet;
-use crate::qwengpu::exec::load::memory_words;
+use crate::qwengpu::exec::load::{memory_words, shared_words};
 use crate::qwengpu::limb_memory::Layout;
 use crate::qwengpu::register_file::tests::{follow, Checked, Fed};
 use crate::qwengpu::register_file::RegisterFile;
@@ -206,8 +206,9 @@ struct SplicedRun<'a> {
     runner: Runner<'a>,
     /// The compiled layer that holds the register rows.
     file: usize,
-    /// The first load mixer and its layout.
+    /// The first load mixer and its layout, then the first shared mixer and its.
     memory: (usize, Layout),
+    shared: (usize, Layout),
     /// The last position's logits.
     logits: Vec<f32>,
 }
@@ -243,6 +244,10 @@ impl Fed for SplicedRun<'_> {
     fn memory(&self, words: usize) -> Option<Vec<u32>> {
         memory_words(self.runner.deltanet(self.memory.0)?, &self.memory.1, words)
     }
+
+    fn shared(&self, cta: usize) -> Option<Vec<u32>> {
+        shared_words(self.runner.deltanet(self.shared.0)?, &self.shared.1, cta)
+    }
 }
 
 /// Inside the spliced model, a kernel's program image and steps, fed as tokens through the
@@ -262,16 +267,23 @@ fn run_kernels(names: &[&str]) -> Checked {
         splice.layers.iter().position(|l| matches!(l, Compiled::DeltaNet(w) if w.w_out.nonzero_rows().contains(&read)));
     let file = file.unwrap();
     let (layout, loaded) = splice.exec.load_layout();
-    let mixer = splice
-        .layers
-        .iter()
-        .position(|l| matches!(l, Compiled::DeltaNet(w) if w.w_out.nonzero_rows().contains(&loaded)));
-    let memory = (mixer.unwrap(), layout);
+    // The first two mixers that write a loaded word: instruction 0's load and shared mixers.
+    let mut mixers = (0..splice.layers.len())
+        .filter(|&i| matches!(&splice.layers[i], Compiled::DeltaNet(w) if w.w_out.nonzero_rows().contains(&loaded)));
+    let memory = (mixers.next().unwrap(), layout);
+    let shared = (mixers.next().unwrap(), splice.exec.shared_layout());
     let mut rng = Rng::new(4);
     let mut total = Checked::default();
     for k in suite::kernels().iter().filter(|k| names.is_empty() || names.contains(&k.name)) {
         let runner = Runner::spliced(c, &model, &splice).unwrap();
-        let mut run = SplicedRun { splice: &splice, runner, file, memory: memory.clone(), logits: Vec::new() };
+        let mut run = SplicedRun {
+            splice: &splice,
+            runner,
+            file,
+            memory: memory.clone(),
+            shared: shared.clone(),
+            logits: Vec::new(),
+        };
         let checked = follow(&mut run, k, true, &mut rng);
         assert!(checked.wrong + checked.memory_wrong == 0, "{}: {checked:?}", k.name);
         total.reads += checked.reads;
