@@ -35,6 +35,7 @@
 use super::deltanet::DeltaNetWeights;
 use super::isa::{Alu, Inst, Op as IsaOp, Space, Special, MAX_PARAMS, SPECIALS};
 use super::limb_alu::{AluStack, Op};
+use super::limb_memory::{self, Layout};
 use super::limbs::{Layer, Unit, LIMBS};
 use super::program_image::{opcodes, WORDS};
 use alloc::vec;
@@ -243,23 +244,37 @@ impl Exec {
     /// The load mixers' layout (every instruction's alike), and the channel its first read limb
     /// goes to: for decoding global memory from a mixer's state.
     #[cfg(test)]
-    pub(crate) fn load_layout(&self) -> (super::limb_memory::Layout, usize) {
+    pub(crate) fn load_layout(&self) -> (Layout, usize) {
         let alu = AluStack::build();
-        let sources = Self::sources(&alu);
-        let load = self.load(&alu, sources.len());
-        let flag = self.fields(sources.len()).sources + sources.iter().position(|&s| s == Source::Load).unwrap_or(0);
-        (load.layout(self.d_model, self.one, self.memory, self.val, self.one + flag), self.one + load.loaded())
+        let [global, _] = self.mixer_layouts(&alu, &Self::sources(&alu));
+        (global, self.one + self.load(&alu, Self::sources(&alu).len()).loaded())
     }
 
     /// The shared mixers' layout (every instruction's alike).
     #[cfg(test)]
-    pub(crate) fn shared_layout(&self) -> super::limb_memory::Layout {
+    pub(crate) fn shared_layout(&self) -> Layout {
         let alu = AluStack::build();
-        let sources = Self::sources(&alu);
-        let load = self.load(&alu, sources.len());
-        let pos = sources.iter().position(|&s| s == Source::LoadShared).unwrap_or(0);
-        let flag = self.one + self.fields(sources.len()).sources + pos;
-        load.shared_layout(self.d_model, self.one, (self.shared, self.shared_groups), self.val, flag)
+        let [_, shared] = self.mixer_layouts(&alu, &Self::sources(&alu));
+        shared
+    }
+
+    /// The global load mixers' layout and the shared ones', each read where its source's flag
+    /// is set.
+    fn mixer_layouts(&self, alu: &AluStack, sources: &[Source]) -> [Layout; 2] {
+        let load = self.load(alu, sources.len());
+        let flag = |s: Source| {
+            self.one + self.fields(sources.len()).sources + sources.iter().position(|&t| t == s).unwrap_or(0)
+        };
+        [
+            load.layout(self.d_model, self.one, self.memory, self.val, flag(Source::Load)),
+            load.shared_layout(
+                self.d_model,
+                self.one,
+                (self.shared, self.shared_groups),
+                self.val,
+                flag(Source::LoadShared),
+            ),
+        ]
     }
 
     pub fn is_empty(&self) -> bool {
@@ -337,18 +352,8 @@ impl Exec {
             Source::Special(s) => self.special(s),
             Source::Load | Source::LoadShared => contiguous(load.loaded(), LIMBS),
         };
-        let load_flag = f.sources + sources.iter().position(|&s| s == Source::Load).unwrap_or(0);
         let index = load.index(self.global_words);
-        let mixer = load.mixer(self.d_model, self.one, self.memory, self.val, self.one + load_flag);
-        let shared_flag = f.sources + sources.iter().position(|&s| s == Source::LoadShared).unwrap_or(0);
-        let shared_layout = load.shared_layout(
-            self.d_model,
-            self.one,
-            (self.shared, self.shared_groups),
-            self.val,
-            self.one + shared_flag,
-        );
-        let shared_mixer = super::limb_memory::weights(&shared_layout);
+        let [mixer, shared_mixer] = self.mixer_layouts(&alu, &sources).map(|l| limb_memory::weights(&l));
         let mut mixers = Vec::new();
         let mut stages = Vec::new();
         for i in 0..self.block_len {

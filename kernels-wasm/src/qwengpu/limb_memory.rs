@@ -188,6 +188,18 @@ pub fn weights(layout: &Layout) -> DeltaNetWeights {
     exact_weights_sized(d, one, (heads, dk, dv), norm, w_qkv, w_out)
 }
 
+/// A 32-bit word kept as two 16-bit halves of two limbs each, in head 0's rows `rows[0]` (low)
+/// and `rows[1]` (high): 0 for a half never written, `None` for a row that is not exact.
+pub fn word(net: &DeltaNet, layout: &Layout, rows: [usize; 2]) -> Option<u32> {
+    rows.iter().enumerate().try_fold(0u32, |word, (half, &row)| {
+        if net.row(0, row).iter().all(|&v| v == 0.0) {
+            return Some(word);
+        }
+        let limbs = row_limbs(net, layout, 0, row)?;
+        Some(word | (limbs[0] | limbs[1] << 8) << (16 * half))
+    })
+}
+
 /// `w` (a `limb_memory` layer) that forgets every row of every head where channel `flag` is 1,
 /// before that position's write: shared memory starts from zeros at each launch. The decay gate
 /// `α = exp(−exp(a_log) · softplus(a + dt_bias))` with `a_log = 0` and `dt_bias = −200` is

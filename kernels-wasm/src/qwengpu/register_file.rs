@@ -485,14 +485,7 @@ impl RegisterFile {
     /// `None` if a half's row is not an exact limb row.
     pub fn value(&self, file: &DeltaNet, warp: usize, lane: usize, reg: usize) -> Option<u32> {
         let layout = self.file_layout();
-        (0..2).try_fold(0u32, |word, half| {
-            let row = layout.row(&[warp, 2 * lane + half, reg]);
-            if file.row(0, row).iter().all(|&v| v == 0.0) {
-                return Some(word);
-            }
-            let limbs = limb_memory::row_limbs(file, &layout, 0, row)?;
-            Some(word | (limbs[0] | limbs[1] << 8) << (16 * half))
-        })
+        limb_memory::word(file, &layout, [0, 1].map(|half| layout.row(&[warp, 2 * lane + half, reg])))
     }
 
     /// The prompt's program image: the live-out table (per block with live-out registers, a

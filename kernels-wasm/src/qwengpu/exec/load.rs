@@ -27,8 +27,7 @@
 
 #[cfg(test)]
 use super::super::deltanet::DeltaNet;
-use super::super::deltanet::DeltaNetWeights;
-use super::super::limb_memory::{self, Digit, Head, Layout};
+use super::super::limb_memory::{Digit, Head, Layout};
 use super::super::limbs::{Layer, LIMBS};
 use super::super::register_file::MEMORY_GROUPS;
 use alloc::vec;
@@ -117,14 +116,9 @@ impl LoadChannels {
         self.first..self.first + Self::LEN
     }
 
-    /// The mixer: written at the prompt's memory tokens and a store's halves (`memory`: the
-    /// register file's groups, `val`: the token's limbs), read where `flag` is 1; all absolute
-    /// channels (bias `one`).
-    pub fn mixer(&self, d_model: usize, one: usize, memory: usize, val: [usize; 2], flag: usize) -> DeltaNetWeights {
-        limb_memory::weights(&self.layout(d_model, one, memory, val, flag))
-    }
-
-    /// [`Self::mixer`]'s layout.
+    /// The mixer's layout: written at the prompt's memory tokens and a store's halves
+    /// (`memory`: the register file's groups, `val`: the token's limbs), read where `flag` is 1;
+    /// all absolute channels (bias `one`).
     pub fn layout(&self, d_model: usize, one: usize, memory: usize, val: [usize; 2], flag: usize) -> Layout {
         let [pages, per_page, _] = MEMORY_GROUPS;
         let write = [memory, memory + pages, memory + pages + per_page];
@@ -183,15 +177,8 @@ pub(crate) fn shared_words(net: &DeltaNet, layout: &Layout, cta: usize) -> Optio
 fn read_words(net: &DeltaNet, layout: &Layout, n: usize, address: impl Fn(usize) -> [usize; 2]) -> Option<Vec<u32>> {
     (0..n)
         .map(|w| {
-            (0..2).try_fold(0u32, |word, half| {
-                let [a, b] = address(w);
-                let row = layout.row(&[a, b, half]);
-                if net.row(0, row).iter().all(|&v| v == 0.0) {
-                    return Some(word);
-                }
-                let limbs = limb_memory::row_limbs(net, layout, 0, row)?;
-                Some(word | (limbs[0] | limbs[1] << 8) << (16 * half))
-            })
+            let [a, b] = address(w);
+            super::super::limb_memory::word(net, layout, [0, 1].map(|half| layout.row(&[a, b, half])))
         })
         .collect()
 }

@@ -294,6 +294,9 @@ pub(crate) fn follow(model: &mut impl Fed, kernel: &suite::SuiteKernel, with_tab
         checked.stale += usize::from(seen != tokens);
         checked.stored += stored.len();
         let block = &k.program.blocks[step.block];
+        // A lane's slots: its registers' halves, then three per store.
+        let reg_slots = 2 * live_out.count_ones() as usize;
+        let per_lane = reg_slots + 3 * store_slots(block).len();
         atomics |= block.iter().any(|i| matches!(i, Inst::AtomAdd { .. }));
         for l in 0..spec.lanes {
             for s in shadow_stored.iter().filter(|s| s.lane == l) {
@@ -322,8 +325,7 @@ pub(crate) fn follow(model: &mut impl Fed, kernel: &suite::SuiteKernel, with_tab
                 (Some(got), Some(&next), true) => {
                     assert_eq!(got, next, "{}: the prediction", at());
                     checked.predicted += usize::from(Some(&next) == tokens.get(i + 1));
-                    let per_lane = 2 * live_out.count_ones() as usize + 3 * store_slots(block).len();
-                    checked.predicted_stores += usize::from(i % per_lane >= 2 * live_out.count_ones() as usize);
+                    checked.predicted_stores += usize::from(i % per_lane >= reg_slots);
                 }
                 (Some(got), None, _) => assert_eq!(got, t, "{}: the last token", at()),
                 _ => {}
@@ -333,7 +335,6 @@ pub(crate) fn follow(model: &mut impl Fed, kernel: &suite::SuiteKernel, with_tab
                 assert_eq!(got, want, "{}: step {}, token {i}: the ROM of block {}", kernel.name, m.steps, step.block);
                 // Where the next VAL token starts a lane's values, that lane's registers as the
                 // step began are in the stream (each register the block reads).
-                let per_lane = 2 * live_out.count_ones() as usize + 3 * store_slots(block).len();
                 if i + 1 < tokens.len() && i % per_lane == 0 {
                     let rank = i / per_lane;
                     let lane = (0..spec.lanes).filter(|l| mask & 1 << l != 0).nth(rank).unwrap();
