@@ -68,7 +68,7 @@ fn corrupt_checkpoints_are_named() {
     )
     .unwrap();
     fails("version 9");
-    std::fs::write(dir.join("config.json"), config.replace("\"machine\": 81920", "\"machine\": 81921")).unwrap();
+    std::fs::write(dir.join("config.json"), config.replace("\"machine\": 98304", "\"machine\": 98305")).unwrap();
     fails("the vocabulary does not add up");
     // One more compiled layer than the file holds.
     let extra = config.replacen(

@@ -135,6 +135,11 @@ impl Program {
             if block[..block.len() - 1].iter().any(Inst::is_terminator) {
                 return bad(alloc::format!("block {b}: a branch, barrier or exit before the block's end"));
             }
+            if spec.lanes_in_turn && (1..block.len()).any(|i| block[i].conflicts(&block[..i])) {
+                return bad(alloc::format!(
+                    "block {b} writes memory and accesses it again; a machine whose lanes run in turn takes one such access a block"
+                ));
+            }
             for inst in block {
                 if let Some(r) = inst.registers().into_iter().find(|&r| r as usize >= spec.regs) {
                     return bad(alloc::format!("block {b}: register r{r}; the machine has r0..r{}", spec.regs - 1));

@@ -32,6 +32,12 @@ pub struct MachineSpec {
     /// Whether the ALU divides (`DivS`, `DivU`, `RemS`, `RemU`). Without a divider the lowering
     /// expands each division into a routine of other instructions (`soft_div`).
     pub divider: bool,
+    /// Whether a step runs its block lane by lane (each lane's instructions, then the next
+    /// lane's), as the second machine does, rather than instruction by instruction across the
+    /// lanes. The two agree unless a block both writes memory and accesses it again (another
+    /// lane's store could be seen, or missed): with this set, the lowering ends a block before
+    /// such an access ([`Inst::conflicts`]).
+    pub lanes_in_turn: bool,
 }
 
 impl Default for MachineSpec {
@@ -46,9 +52,22 @@ impl Default for MachineSpec {
             max_threads: 128,
             max_block_threads: 32,
             divider: true,
+            lanes_in_turn: false,
         }
     }
 }
+
+impl MachineSpec {
+    /// The second machine's (issue #22, `docs/qwengpu-second-machine.md` §15): no divider, since
+    /// its layers cannot hold one (§4), so each division is `soft_div`'s loop; a ROM of
+    /// [`SECOND_ROM_BLOCKS`] blocks holds the loops (a kernel with three divisions takes 43).
+    pub fn second() -> MachineSpec {
+        MachineSpec { rom_blocks: SECOND_ROM_BLOCKS, divider: false, lanes_in_turn: true, ..MachineSpec::default() }
+    }
+}
+
+/// The second machine's ROM blocks, which its record tokens name (`machine_tokens`).
+pub const SECOND_ROM_BLOCKS: usize = 64;
 
 /// A source operand: a register or an immediate word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,6 +183,20 @@ pub enum Inst {
 impl Inst {
     pub fn is_terminator(&self) -> bool {
         matches!(self, Inst::Bra { .. } | Inst::Bar | Inst::Exit)
+    }
+
+    /// A memory access (either space).
+    pub fn accesses_memory(&self) -> bool {
+        matches!(self, Inst::Ld { .. } | Inst::St { .. } | Inst::AtomAdd { .. })
+    }
+
+    /// Whether `self` may not join a block holding `block` on a machine whose lanes run in turn
+    /// ([`MachineSpec::lanes_in_turn`]): both access memory and one of them writes it. With at
+    /// most one writing access in a block and no other access, a lane sees exactly the writes
+    /// of the lanes before it in either order, and its own come after its reads.
+    pub fn conflicts(&self, block: &[Inst]) -> bool {
+        let writes = |i: &Inst| matches!(i, Inst::St { .. } | Inst::AtomAdd { .. });
+        self.accesses_memory() && block.iter().any(|i| i.accesses_memory() && (writes(i) || writes(self)))
     }
 
     /// Registers this instruction reads and writes (for checks against the machine's size).

@@ -304,10 +304,15 @@ pub fn lower(entry: &Entry, spec: &MachineSpec) -> Result<Kernel, PtxError> {
         let mut cur: Vec<Inst> = Vec::new();
         let mut cur_line = b.insts.first().map(|i| i.line).unwrap_or(entry.line);
         for (inst, line) in &b.code {
+            let inst = remap(inst, &map);
+            if spec.lanes_in_turn && inst.conflicts(&cur) {
+                rom.push(core::mem::take(&mut cur));
+                rom_lines.push(cur_line);
+            }
             if cur.is_empty() {
                 cur_line = *line;
             }
-            cur.push(remap(inst, &map));
+            cur.push(inst);
             if cur.len() == spec.block_len || inst.is_terminator() {
                 rom.push(core::mem::take(&mut cur));
                 rom_lines.push(cur_line);

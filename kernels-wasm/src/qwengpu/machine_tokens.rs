@@ -4,7 +4,7 @@
 //!
 //! - **VAL tokens**, 65,536: a 16-bit value that one machine step writes and a later step reads,
 //!   as its two 8-bit limbs.
-//! - **Record tokens**, 16,384: "warp `w` ran block `b` with lanes `m`" (32 warps, 32 ROM blocks,
+//! - **Record tokens**, 32,768: "warp `w` ran block `b` with lanes `m`" (32 warps, 64 ROM blocks,
 //!   4 lane bits), the control decision of a step.
 //!
 //! **Fields.** A token is a tuple of small integers, each in a channel of its own: a kind (0 for
@@ -32,6 +32,7 @@
 //! **Why limbs.** One 16-bit channel would need `2v·x − v²`, which reaches 2^32. f32 then rounds
 //! neighbouring logits together, and the argmax is wrong for most values (a test shows it).
 
+use super::isa::SECOND_ROM_BLOCKS;
 use super::limbs::{bias, norm_weights, rms_norm};
 use alloc::vec;
 use alloc::vec::Vec;
@@ -77,7 +78,12 @@ impl Vocab {
     /// The channels from `first` on: kind, VAL low and high limbs, warp, block, mask.
     pub fn at(first: usize) -> Vocab {
         let f = |i: usize, size: u32| Field { channel: first + i, size };
-        Vocab { bias: BIAS, kind: first, val: [f(1, 256), f(2, 256)], record: [f(3, 32), f(4, 32), f(5, 16)] }
+        Vocab {
+            bias: BIAS,
+            kind: first,
+            val: [f(1, 256), f(2, 256)],
+            record: [f(3, 32), f(4, SECOND_ROM_BLOCKS as u32), f(5, 16)],
+        }
     }
 
     /// [`Self::at`] with the bias in channel `bias`.

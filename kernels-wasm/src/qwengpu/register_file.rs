@@ -65,8 +65,8 @@ pub struct Shape {
     pub lanes: usize,
     pub regs: usize,
     pub blocks: usize,
-    /// VAL slots a step may fill: two per lane and live-out register, at most one register per
-    /// instruction.
+    /// VAL slots a step may fill: per lane two for each live-out register and three for each
+    /// store, so at most three per instruction (each writes one register or stores one word).
     pub slots: usize,
     /// Words of a block's ROM rows (`program_image`); they ride the first VAL slots.
     pub rom_words: usize,
@@ -82,7 +82,7 @@ impl Shape {
             lanes,
             regs: spec.regs,
             blocks: spec.rom_blocks,
-            slots: 2 * lanes * spec.block_len,
+            slots: 3 * lanes * spec.block_len,
             rom_words: spec.block_len * WORDS,
             block_threads: spec.max_block_threads,
         }

@@ -70,9 +70,9 @@ pub enum SpliceError {
     Shape(String),
 }
 
-/// Slots of a step's VAL tokens: the record is slot 0, and a block's worst case is 16 live-out
-/// words, 32 VAL tokens (`docs/qwengpu-second-machine.md` §1).
-pub const SLOTS: usize = 33;
+/// Slots of a step's tokens: the record is slot 0, and a block's worst case is a store in each of
+/// its 4 instructions, three VAL tokens each for each of 4 lanes, 48 (`register_file::Shape`).
+pub const SLOTS: usize = 49;
 
 /// A tiny llama that can be spliced (for tests): SmolLM2's width, hidden 576 = 24² (9 heads of
 /// 64, 3 KV heads), so the stream of 2,304 channels leaves the machine the 1,728 beside the text.
@@ -210,7 +210,7 @@ impl Splice {
         let count = 1 + local_vocab.channels().len();
         let vocab = Vocab::on(h + 1, h);
         let rf = RegisterFile {
-            shape: Shape::of(&MachineSpec::default()),
+            shape: Shape::of(&MachineSpec::second()),
             d_model: width,
             one: h,
             kind: vocab.kind,
@@ -219,7 +219,7 @@ impl Splice {
             slot: h + count + 1,
             first: h + count + 1 + SLOTS + 3,
         };
-        let spec = MachineSpec::default();
+        let spec = MachineSpec::second();
         let exec = Exec {
             one: h,
             rom: rf.rom(),

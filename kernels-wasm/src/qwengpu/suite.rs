@@ -535,6 +535,7 @@ mod tests {
 #[cfg(test)]
 mod limits {
     use super::*;
+    use crate::qwengpu::isa::{Inst, Program, Space, Src};
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
@@ -565,6 +566,37 @@ mod limits {
         let k = kernels().into_iter().find(|k| k.name == "matvec").unwrap();
         let p = k.prepare();
         assert_eq!(k.run_interpreter(&big).unwrap().0, k.expected(&p));
+    }
+
+    /// The second machine's lowering (`MachineSpec::second`: no divider, lanes in turn) gives
+    /// every kernel's plain-Rust arrays; where the first machine's ROM has a block that writes
+    /// memory and accesses it again, the second's splits it; a hand-made program with such a
+    /// block is refused by the machine whose lanes run in turn.
+    #[test]
+    fn lanes_in_turn_split_blocks_that_write_memory_and_access_it_again() {
+        let (first, second) = (MachineSpec::default(), MachineSpec::second());
+        let conflicting = |spec: &MachineSpec, k: &SuiteKernel| {
+            let (kernel, _, _) = k.machine(k.ptx, spec).unwrap();
+            let blocks = kernel.program.blocks;
+            blocks.iter().filter(|b| (1..b.len()).any(|i| b[i].conflicts(&b[..i]))).count()
+        };
+        let mut split = 0;
+        for k in kernels() {
+            assert_eq!(k.run_interpreter(&second).unwrap().0, k.expected(&k.prepare()), "{}", k.name);
+            assert_eq!(conflicting(&second, &k), 0, "{}", k.name);
+            split += conflicting(&first, &k);
+        }
+        assert!(split > 0, "no suite kernel has a block to split");
+        let st = Inst::St { space: Space::Global, a: Src::Imm(0), off: 0, v: Src::Imm(1) };
+        let ld = Inst::Ld { space: Space::Global, d: 0, a: Src::Imm(0), off: 0 };
+        let program = Program { blocks: alloc::vec![alloc::vec![st, ld, Inst::Exit]] };
+        assert!(program.check(&first).is_ok());
+        let e = program.check(&second).unwrap_err().to_string();
+        assert!(e.contains("block 0 writes memory and accesses it again"), "{e}");
+        let loads = Program { blocks: alloc::vec![alloc::vec![ld, ld, st, Inst::Exit]] };
+        assert!(loads.check(&second).is_err());
+        let one = Program { blocks: alloc::vec![alloc::vec![ld, Inst::Mov { d: 1, a: Src::Imm(2) }, ld, Inst::Exit]] };
+        assert!(one.check(&second).is_ok());
     }
 
     #[test]

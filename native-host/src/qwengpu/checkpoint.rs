@@ -48,7 +48,9 @@ pub const FORMAT: &str = "substrates-qwengpu-spliced";
 /// the executor's second stage, the results row's kept stores).
 /// 7: shared memory (the register file's shared groups, the executor's shared word and shared
 /// mixers, one after each load mixer).
-pub const VERSION: u32 = 7;
+/// 8: the second machine's spec (`MachineSpec::second`: no divider, 64 ROM blocks), so 64
+/// blocks in the record tokens' field and the register file's block one-hot.
+pub const VERSION: u32 = 8;
 
 /// The text model: its shape, what it was read from, and whether its head is its embedding.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -66,7 +66,7 @@ impl Context {
 
 impl Lane {
     fn new() -> Lane {
-        let spec = MachineSpec::default();
+        let spec = MachineSpec::second();
         let rom = 1;
         let local = rom + 3 * WORDS * spec.block_len;
         let launch = local + 4 * spec.regs;
@@ -100,7 +100,7 @@ impl Lane {
 
     fn memory(&self) -> Memory {
         let nets = self.built.mixers.iter().map(|(_, w)| DeltaNet::new(w.clone())).collect();
-        let spec = MachineSpec::default();
+        let spec = MachineSpec::second();
         let ctas = self.exec.shared_groups[0];
         Memory { nets, held: vec![0; spec.global_words], shared: vec![vec![0; spec.shared_words]; ctas] }
     }
@@ -255,7 +255,7 @@ impl Ran {
 #[test]
 fn supported_blocks_of_the_suite_run_as_the_interpreter_runs_them() {
     let lane = Lane::new();
-    let spec = MachineSpec::default();
+    let spec = MachineSpec::second();
     let few = ["gcd", "clamp3", "nested_loops"];
     let (mut lanes, mut steps, mut all_steps, mut changed, mut loads, mut stores) = (0, 0, 0, 0, 0, 0);
     let mut shared_steps = 0;
@@ -345,7 +345,7 @@ fn random_blocks_match_the_isa() {
         let params = (0..next(MAX_PARAMS as u64 + 1)).map(|_| value(&mut next)).collect();
         let (first_tid, cta, l) = (4 * next(ntid as u64 / 4), next(grid as u64), next(4));
         let ctx = Context { launch: Launch { grid, block: ntid, params }, first_tid, cta, lane: l };
-        let global: Vec<u32> = (0..MachineSpec::default().global_words).map(|_| value(&mut next)).collect();
+        let global: Vec<u32> = (0..MachineSpec::second().global_words).map(|_| value(&mut next)).collect();
         lane.sync(&mut memory, &global);
         // A store only last: a load after a store of the same word would read it in the ISA,
         // and the executor's loads read memory as the step began (the split is the lowering's,
