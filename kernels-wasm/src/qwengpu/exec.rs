@@ -75,8 +75,8 @@ impl Source {
             IsaOp::Alu(a) => Source::Alu(Op::Alu(a)),
             IsaOp::Set(c) => Source::Alu(Op::Cmp(c)),
             IsaOp::S2R(s) => Source::Special(s),
-            IsaOp::Ld(Space::Global) => Source::Load,
-            IsaOp::Ld(Space::Shared) => Source::LoadShared,
+            IsaOp::Ld(Space::Global) | IsaOp::Atom(Space::Global) => Source::Load,
+            IsaOp::Ld(Space::Shared) | IsaOp::Atom(Space::Shared) => Source::LoadShared,
             _ => return None,
         };
         match s {
@@ -89,11 +89,12 @@ impl Source {
 /// Whether the executor computes `inst`'s effect at the lane's position: moves, the ALU's
 /// operations (not the divisions), comparisons, selects, special registers, parameters and
 /// loads (global and shared) write their registers; a store keeps its word index and word, which
-/// the step's store tokens carry to the memory rows (§13, §14); the terminators write nothing.
+/// the step's store tokens carry to the memory rows (§13, §14); an atomic add does both, keeping
+/// the word it read plus `v` (§16); the terminators write nothing.
 pub fn supports(inst: &Inst) -> bool {
     match *inst {
         Inst::Mov { .. } | Inst::Set { .. } | Inst::Sel { .. } | Inst::S2R { .. } => true,
-        Inst::Ld { .. } | Inst::St { .. } => true,
+        Inst::Ld { .. } | Inst::St { .. } | Inst::AtomAdd { .. } => true,
         Inst::Alu { op, .. } => !matches!(op, Alu::DivS | Alu::DivU | Alu::RemS | Alu::RemU),
         Inst::Bra { .. } | Inst::Bar | Inst::Exit => true,
         _ => false,
@@ -155,10 +156,12 @@ struct Fields {
     imm: [usize; 2],
     /// 1 for a memory access (its address is `a` plus the offset in `a`'s immediate words).
     access: usize,
-    /// 1 for a store (either space).
+    /// 1 for a store or an atomic (either space).
     store: usize,
     /// 1 for a shared access.
     shared: usize,
+    /// 1 for an atomic.
+    atom: usize,
 }
 
 impl Exec {
@@ -192,7 +195,7 @@ impl Exec {
 
     /// Channels one instruction's decoded fields take.
     fn field_len(&self, sources: usize) -> usize {
-        sources + 4 * self.regs + 5
+        sources + 4 * self.regs + 6
     }
 
     /// The decoded fields of the instruction running (one set for all of a block's).
@@ -201,7 +204,8 @@ impl Exec {
         let a = base + sources;
         let (b, c, d) = (a + self.regs, a + 2 * self.regs, a + 3 * self.regs);
         let imm = [a + 4 * self.regs, a + 4 * self.regs + 1];
-        Fields { sources: base, a, b, c, d, imm, access: imm[1] + 1, store: imm[1] + 2, shared: imm[1] + 3 }
+        let access = imm[1] + 1;
+        Fields { sources: base, a, b, c, d, imm, access, store: access + 1, shared: access + 2, atom: access + 3 }
     }
 
     /// The ALU's channel `c` (its own numbering: 0 the bias) in this stream, relative to the bias.
@@ -303,14 +307,15 @@ impl Exec {
             .map(|op| matches!(op, IsaOp::Ld(_) | IsaOp::St(_) | IsaOp::Atom(_)).then_some(f.access))
             .collect();
         layer.one_hot(&[(self.word(i, 0), 1.0)], &access);
-        let store: Vec<Option<usize>> =
-            opcodes().iter().map(|&op| matches!(op, IsaOp::St(_)).then_some(f.store)).collect();
-        layer.one_hot(&[(self.word(i, 0), 1.0)], &store);
-        let shared: Vec<Option<usize>> = opcodes()
-            .iter()
-            .map(|&op| matches!(op, IsaOp::Ld(Space::Shared) | IsaOp::St(Space::Shared)).then_some(f.shared))
-            .collect();
-        layer.one_hot(&[(self.word(i, 0), 1.0)], &shared);
+        let flag = |layer: &mut Layer, to: usize, on: fn(IsaOp) -> bool| {
+            let flags: Vec<Option<usize>> = opcodes().iter().map(|&op| on(op).then_some(to)).collect();
+            layer.one_hot(&[(self.word(i, 0), 1.0)], &flags);
+        };
+        flag(layer, f.store, |op| matches!(op, IsaOp::St(_) | IsaOp::Atom(_)));
+        flag(layer, f.shared, |op| {
+            matches!(op, IsaOp::Ld(Space::Shared) | IsaOp::St(Space::Shared) | IsaOp::Atom(Space::Shared))
+        });
+        flag(layer, f.atom, |op| matches!(op, IsaOp::Atom(_)));
         let regs = |at: usize| (0..self.regs).map(|r| Some(at + r)).chain([None]).collect::<Vec<_>>();
         layer.one_hot(&[(self.word(i, 0) + 1, 1.0)], &regs(f.d));
         layer.one_hot(&[(self.word(i, 1), 1.0)], &regs(f.a));
@@ -404,6 +409,11 @@ impl Exec {
             }
             mixers.push((stages.len() + 5, mixer.clone()));
             mixers.push((stages.len() + 6, shared_mixer.clone()));
+            // An atomic's sum, once both reads are in: the two layers from the shared read on
+            // (the ALU has more than enough layers for it to finish before the writeback).
+            let [add_0, add_1] = super::limbs::adder(load.atomic(), false);
+            layers[6].units.extend(add_0.units);
+            layers[7].units.extend(add_1.units);
             let mut writeback = Layer::default();
             for (k, &s) in sources.iter().enumerate() {
                 let terms = result(s);
@@ -415,12 +425,13 @@ impl Exec {
                     }
                 }
             }
-            // A store's word index and word, kept for the step's tokens.
+            // A store's word index and word (an atomic's: the sum), kept for the step's tokens.
             let kept = stores + (1 + LIMBS) * i;
             and_unit(&mut writeback, &[f.store], &[f.shared], load.index_terms(), kept, 1.0);
             and_unit(&mut writeback, &[f.store, f.shared], &[], load.shared_index_terms(), kept, 1.0);
             for l in 0..LIMBS {
-                and_unit(&mut writeback, &[f.store], &[], vec![(load.value() + l, 1.0)], kept + 1 + l, 1.0);
+                and_unit(&mut writeback, &[f.store], &[f.atom], vec![(load.value() + l, 1.0)], kept + 1 + l, 1.0);
+                and_unit(&mut writeback, &[f.atom], &[], vec![(load.atomic().r + l, 1.0)], kept + 1 + l, 1.0);
             }
             if i + 1 < self.block_len {
                 for ch in f.sources..f.sources + self.field_len(n) {

@@ -49,8 +49,8 @@ pub struct StepRecord {
     pub mask: u32,
 }
 
-/// A store of a step, as the second machine's tokens carry it: the lane, the space, the word
-/// index and the word (in the order the interpreter makes them: instruction by instruction,
+/// A store of a step (or an atomic's write), as the second machine's tokens carry it: the lane,
+/// the space, the word index and the word (in the order the interpreter makes them: instruction by instruction,
 /// lanes in order within each).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stored {
@@ -323,6 +323,7 @@ impl Machine {
                             let old = mem[at];
                             if let Inst::AtomAdd { v, .. } = *inst {
                                 mem[at] = old.wrapping_add(get(w, l, v));
+                                stored.push(Stored { lane: l, space, word: at as u32, value: mem[at] });
                             }
                             self.warps[wi].regs[l][d as usize] = old;
                         }

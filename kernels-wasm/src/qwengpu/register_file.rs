@@ -114,10 +114,11 @@ pub const MEMORY_GROUPS: [usize; 3] = [8, 16, 2];
 /// register row is written at a store's slots.
 pub const STORE_FIELD: usize = 16;
 
-/// The stores of a block: their instructions' places in it, and whether each is shared.
+/// The stores of a block (an atomic's write is one): their instructions' places in it, and
+/// whether each is shared.
 pub fn store_slots(block: &[Inst]) -> Vec<(usize, bool)> {
     let store = |i: &Inst| match *i {
-        Inst::St { space, .. } => Some(space == Space::Shared),
+        Inst::St { space, .. } | Inst::AtomAdd { space, .. } => Some(space == Space::Shared),
         _ => None,
     };
     (0..block.len()).filter_map(|i| store(&block[i]).map(|shared| (i, shared))).collect()

@@ -24,11 +24,16 @@
 //! word (`b`) in channels of its own for the step's tokens to carry (§12); the mixers write a
 //! store's halves where its tokens come (§13: the register file gives their address groups as it
 //! does for the prompt's memory tokens).
+//!
+//! **Atomics** (§16) are a load and a store: `d` gets the word read, and the word kept for the
+//! tokens is that word plus `b`, from an adder in the two layers after the shared read. Lanes run
+//! in turn and each lane's tokens write memory before the next lane computes, so a later lane's
+//! atomic reads an earlier one's sum, as the interpreter's instruction order has it.
 
 #[cfg(test)]
 use super::super::deltanet::DeltaNet;
 use super::super::limb_memory::{Digit, Head, Layout};
-use super::super::limbs::{Layer, LIMBS};
+use super::super::limbs::{AdderChannels, Layer, LIMBS};
 use super::super::register_file::MEMORY_GROUPS;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -39,7 +44,8 @@ pub(crate) struct LoadChannels {
     /// The adder's result: the byte address.
     pub address: usize,
     /// `t_1`, `t_2`, `t_3`, then one-hot page and word-in-page, then the word read (four limbs),
-    /// a store's word, then the shared word one-hot ([`SHARED_WORDS`]).
+    /// a store's word, the shared word one-hot ([`SHARED_WORDS`]), then an atomic's sum (four
+    /// limbs) and its adder's scratch.
     pub first: usize,
 }
 
@@ -48,8 +54,8 @@ pub(crate) struct LoadChannels {
 pub const SHARED_WORDS: usize = 32;
 
 impl LoadChannels {
-    /// `t_k`, page, word, the word loaded and a store's word to write.
-    pub const LEN: usize = 3 + MEMORY_GROUPS[0] + MEMORY_GROUPS[1] + 2 * LIMBS + SHARED_WORDS;
+    /// `t_k`, page, word, the word loaded, a store's word to write, the shared word, the sum.
+    pub const LEN: usize = 3 + MEMORY_GROUPS[0] + MEMORY_GROUPS[1] + 2 * LIMBS + SHARED_WORDS + 3 * LIMBS;
 
     fn page(&self) -> usize {
         self.first + 3
@@ -68,6 +74,12 @@ impl LoadChannels {
     /// The shared word one-hot.
     fn shared_word(&self) -> usize {
         self.value() + LIMBS
+    }
+
+    /// An atomic's new word: the word loaded plus `value` (`sum` then two layers' scratch).
+    pub fn atomic(&self) -> AdderChannels {
+        let sum = self.shared_word() + SHARED_WORDS;
+        AdderChannels { a: self.loaded(), b: self.value(), r: sum, scratch: sum + LIMBS }
     }
 
     /// The shared word index as a sum of its one-hot group.

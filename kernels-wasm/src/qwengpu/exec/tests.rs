@@ -230,6 +230,12 @@ fn reference(
                 regs[d as usize] = shared[index(Space::Shared, val(a, regs), off)]
             }
             Inst::St { space, a, off, v } => stores[i] = Some((index(space, val(a, regs), off) as u32, val(v, regs))),
+            Inst::AtomAdd { space, d, a, off, v } => {
+                let (at, v) = (index(space, val(a, regs), off), val(v, regs));
+                let old = if space == Space::Global { global[at] } else { shared[at] };
+                regs[d as usize] = old;
+                stores[i] = Some((at as u32, old.wrapping_add(v)));
+            }
             _ => {}
         }
     }
@@ -252,13 +258,15 @@ impl Ran {
 
 /// Every step of every suite kernel whose block the executor computes, lane by lane: the
 /// registers after the layers are the interpreter's after the step (on wasm, a few kernels).
+/// Each lane runs on memory as the lanes before it left it (their kept stores written in, as
+/// their tokens write the model's rows), which is how a later lane's atomic sees an earlier one's.
 #[test]
 fn supported_blocks_of_the_suite_run_as_the_interpreter_runs_them() {
     let lane = Lane::new();
     let spec = MachineSpec::second();
     let few = ["gcd", "clamp3", "nested_loops"];
     let (mut lanes, mut steps, mut all_steps, mut changed, mut loads, mut stores) = (0, 0, 0, 0, 0, 0);
-    let mut shared_steps = 0;
+    let (mut shared_steps, mut atomics) = (0, 0);
     for k in suite::kernels().iter().filter(|k| !cfg!(target_arch = "wasm32") || few.contains(&k.name)) {
         let (kernel, _, mut m): (_, _, Machine) = k.machine(k.ptx, &spec).unwrap();
         let mut memory = lane.memory();
@@ -268,55 +276,64 @@ fn supported_blocks_of_the_suite_run_as_the_interpreter_runs_them() {
             lane.sync_shared(&mut memory, m.warps[wi].cta, &m.shared);
             let (pc, mask) = m.warps[wi].active();
             let block = &kernel.program.blocks[pc];
-            let (before, global, shared) = (m.warps[wi].regs.clone(), m.global.clone(), m.shared.clone());
+            let cta = m.warps[wi].cta;
+            let (before, mut global, mut shared) = (m.warps[wi].regs.clone(), m.global.clone(), m.shared.clone());
             m.step().unwrap();
             all_steps += 1;
             if !block.iter().all(supports) {
                 continue;
             }
             steps += 1;
-            loads += usize::from(block.iter().any(|i| matches!(i, Inst::Ld { .. })));
-            stores += usize::from(block.iter().any(|i| matches!(i, Inst::St { .. })));
-            let shared_access =
-                |i: &Inst| matches!(i, Inst::Ld { space: Space::Shared, .. } | Inst::St { space: Space::Shared, .. });
+            loads += usize::from(block.iter().any(|i| matches!(i, Inst::Ld { .. } | Inst::AtomAdd { .. })));
+            stores += usize::from(block.iter().any(|i| matches!(i, Inst::St { .. } | Inst::AtomAdd { .. })));
+            atomics += usize::from(block.iter().any(|i| matches!(i, Inst::AtomAdd { .. })));
+            let shared_access = |i: &Inst| {
+                matches!(
+                    i,
+                    Inst::Ld { space: Space::Shared, .. }
+                        | Inst::St { space: Space::Shared, .. }
+                        | Inst::AtomAdd { space: Space::Shared, .. }
+                )
+            };
             shared_steps += usize::from(block.iter().any(shared_access));
-            let mut kept = Vec::new();
             for l in (0..spec.lanes).filter(|l| mask & 1 << l != 0) {
                 let at = alloc::format!("{}: step {}, warp {wi} block {pc} lane {l}: {block:?}", k.name, m.steps);
                 let (after, ctx) = (&m.warps[wi].regs[l], Context::of(&m, wi, l));
+                lane.sync(&mut memory, &global);
+                lane.sync_shared(&mut memory, cta, &shared);
                 let mut plain = before[l].clone();
                 let want = reference(block, &mut plain, &ctx, &global, &shared);
                 assert_eq!(&plain, after, "{at}: the plain reference");
                 let got = lane.run(block, &before[l], &ctx, &memory);
                 assert_eq!(got, Ran::of(after, want.clone()), "{at}");
-                kept.push(want);
+                // The lane's kept stores, instruction by instruction.
+                for (i, inst) in block.iter().enumerate() {
+                    if let Inst::St { space, .. } | Inst::AtomAdd { space, .. } = inst {
+                        let to = if *space == Space::Global { &mut global } else { &mut shared };
+                        want[i].into_iter().for_each(|(w, v)| to[w as usize] = v);
+                    }
+                }
                 lanes += 1;
                 changed += usize::from(after != &before[l]);
             }
-            // The kept stores, written instruction by instruction in lane order, are the
-            // interpreter's memory after the step (shared memory, where the step did not end
-            // its thread block, which clears it).
-            let (mut written, mut written_shared) = (global, shared);
-            for (i, inst) in block.iter().enumerate() {
-                if let Inst::St { space, .. } = inst {
-                    let to = if *space == Space::Global { &mut written } else { &mut written_shared };
-                    kept.iter().flat_map(|s| s[i]).for_each(|(w, v)| to[w as usize] = v);
-                }
-            }
-            assert_eq!(written, m.global, "{}: step {}, block {pc}: memory after the stores", k.name, m.steps);
-            if m.warps.get(m.current).is_some_and(|w| w.cta == m.warps[wi].cta) && !m.finished() {
-                assert_eq!(written_shared, m.shared, "{}: step {}, block {pc}: shared memory", k.name, m.steps);
+            // Written lane by lane, they are the interpreter's memory after the step (shared
+            // memory, where the step did not end its thread block, which clears it).
+            assert_eq!(global, m.global, "{}: step {}, block {pc}: memory after the stores", k.name, m.steps);
+            if m.warps.get(m.current).is_some_and(|w| w.cta == cta) && !m.finished() {
+                assert_eq!(shared, m.shared, "{}: step {}, block {pc}: shared memory", k.name, m.steps);
             }
         }
     }
     let summary = alloc::format!(
-        "{steps} of {all_steps} steps ({loads} loading, {stores} storing, {shared_steps} with shared memory), {changed} of {lanes} lanes changed"
+        "{steps} of {all_steps} steps ({loads} loading, {stores} storing, {atomics} atomic, {shared_steps} with shared memory), {changed} of {lanes} lanes changed"
     );
     #[cfg(not(target_arch = "wasm32"))]
     std::eprintln!("{summary}");
     let native = !cfg!(target_arch = "wasm32");
     assert!(
-        steps * 4 > all_steps && changed * 2 > lanes && (!native || loads + stores > 200 && shared_steps > 100),
+        steps * 4 > all_steps
+            && changed * 2 > lanes
+            && (!native || loads + stores > 200 && shared_steps > 100 && atomics >= 16),
         "{summary}"
     );
 }
@@ -347,9 +364,9 @@ fn random_blocks_match_the_isa() {
         let ctx = Context { launch: Launch { grid, block: ntid, params }, first_tid, cta, lane: l };
         let global: Vec<u32> = (0..MachineSpec::second().global_words).map(|_| value(&mut next)).collect();
         lane.sync(&mut memory, &global);
-        // A store only last: a load after a store of the same word would read it in the ISA,
-        // and the executor's loads read memory as the step began (the split is the lowering's,
-        // docs §12).
+        // A store or an atomic only last: a load after a store of the same word would read it in
+        // the ISA, and the executor's loads read memory as the step began (the split is the
+        // lowering's, docs §12, §15).
         let block: Vec<Inst> = (0..4)
             .map(|i| {
                 let r = |next: &mut dyn FnMut(u64) -> usize| next(15) as u8;
@@ -359,7 +376,12 @@ fn random_blocks_match_the_isa() {
                 };
                 let (d, a, b) = (r(&mut next), src(&mut next), src(&mut next));
                 if i == 3 && next(3) == 0 {
-                    return Inst::St { space: Space::Global, a, off: next(1 << 9) as i32 - 256, v: b };
+                    let off = next(1 << 9) as i32 - 256;
+                    return match next(3) {
+                        0 => Inst::St { space: Space::Global, a, off, v: b },
+                        1 => Inst::AtomAdd { space: Space::Global, d, a, off, v: b },
+                        _ => Inst::AtomAdd { space: Space::Shared, d, a, off, v: b },
+                    };
                 }
                 match next(11) {
                     10 => Inst::Ld { space: Space::Global, d, a, off: next(1 << 9) as i32 - 256 },
@@ -388,7 +410,7 @@ fn unsupported_instructions_write_nothing() {
     let regs: Vec<u32> = (0..15).map(|r| 1000 + r).collect();
     let block = [
         Inst::Shfl { mode: Shfl::Idx, d: 1, a: 8, b: Src::Imm(0) },
-        Inst::AtomAdd { space: Space::Global, d: 2, a: Src::Reg(3), off: 4, v: Src::Imm(1) },
+        Inst::Alu { op: Alu::RemS, d: 2, a: Src::Reg(3), b: Src::Imm(1) },
         Inst::Alu { op: Alu::DivU, d: 4, a: Src::Reg(5), b: Src::Reg(6) },
         Inst::Set { cmp: Cmp::LtU, d: 7, a: Src::Reg(1), b: Src::Reg(2) },
     ];
@@ -425,8 +447,8 @@ fn each_opcode_lights_its_source() {
             }
             IsaOp::Set(c) => vec![Source::Alu(Op::Cmp(c))],
             IsaOp::S2R(s) => vec![Source::Special(s)],
-            IsaOp::Ld(Space::Global) => vec![Source::Load],
-            IsaOp::Ld(Space::Shared) => vec![Source::LoadShared],
+            IsaOp::Ld(Space::Global) | IsaOp::Atom(Space::Global) => vec![Source::Load],
+            IsaOp::Ld(Space::Shared) | IsaOp::Atom(Space::Shared) => vec![Source::LoadShared],
             _ => vec![],
         };
         assert_eq!(lit, want, "opcode {code} ({op:?})");
