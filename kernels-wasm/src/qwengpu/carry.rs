@@ -94,7 +94,7 @@ pub fn block_carry(program: &Program) -> Vec<BlockCarry> {
     (0..n)
         .map(|b| BlockCarry {
             live_out_writes: ud[b].1 & live_out[b],
-            stores: program.blocks[b].iter().filter(|i| matches!(i, Inst::St { .. } | Inst::AtomAdd { .. })).count(),
+            stores: program.blocks[b].iter().filter(|i| i.writes_memory()).count(),
         })
         .collect()
 }

@@ -185,9 +185,22 @@ impl Inst {
         matches!(self, Inst::Bra { .. } | Inst::Bar | Inst::Exit)
     }
 
+    /// The space a memory access reaches (`None`: not an access).
+    pub fn memory_space(&self) -> Option<Space> {
+        match *self {
+            Inst::Ld { space, .. } | Inst::St { space, .. } | Inst::AtomAdd { space, .. } => Some(space),
+            _ => None,
+        }
+    }
+
     /// A memory access (either space).
     pub fn accesses_memory(&self) -> bool {
-        matches!(self, Inst::Ld { .. } | Inst::St { .. } | Inst::AtomAdd { .. })
+        self.memory_space().is_some()
+    }
+
+    /// A store or an atomic: an access that writes memory.
+    pub fn writes_memory(&self) -> bool {
+        matches!(self, Inst::St { .. } | Inst::AtomAdd { .. })
     }
 
     /// Whether `self` may not join a block holding `block` on a machine whose lanes run in turn
@@ -195,8 +208,8 @@ impl Inst {
     /// most one writing access in a block and no other access, a lane sees exactly the writes
     /// of the lanes before it in either order, and its own come after its reads.
     pub fn conflicts(&self, block: &[Inst]) -> bool {
-        let writes = |i: &Inst| matches!(i, Inst::St { .. } | Inst::AtomAdd { .. });
-        self.accesses_memory() && block.iter().any(|i| i.accesses_memory() && (writes(i) || writes(self)))
+        self.accesses_memory()
+            && block.iter().any(|i| i.accesses_memory() && (i.writes_memory() || self.writes_memory()))
     }
 
     /// Registers this instruction reads and writes (for checks against the machine's size).

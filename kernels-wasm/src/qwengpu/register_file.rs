@@ -117,11 +117,8 @@ pub const STORE_FIELD: usize = 16;
 /// The stores of a block (an atomic's write is one): their instructions' places in it, and
 /// whether each is shared.
 pub fn store_slots(block: &[Inst]) -> Vec<(usize, bool)> {
-    let store = |i: &Inst| match *i {
-        Inst::St { space, .. } | Inst::AtomAdd { space, .. } => Some(space == Space::Shared),
-        _ => None,
-    };
-    (0..block.len()).filter_map(|i| store(&block[i]).map(|shared| (i, shared))).collect()
+    let stores = block.iter().enumerate().filter(|(_, i)| i.writes_memory());
+    stores.map(|(k, i)| (k, i.memory_space() == Some(Space::Shared))).collect()
 }
 
 /// Shared memory's rows as address groups: the thread block (one-hot, a warp's at most), the

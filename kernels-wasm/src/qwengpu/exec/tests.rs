@@ -271,9 +271,7 @@ fn supported_blocks_of_the_suite_run_as_the_interpreter_runs_them() {
         let (kernel, _, mut m): (_, _, Machine) = k.machine(k.ptx, &spec).unwrap();
         let mut memory = lane.memory();
         while !m.finished() {
-            lane.sync(&mut memory, &m.global);
             let wi = m.current;
-            lane.sync_shared(&mut memory, m.warps[wi].cta, &m.shared);
             let (pc, mask) = m.warps[wi].active();
             let block = &kernel.program.blocks[pc];
             let cta = m.warps[wi].cta;
@@ -285,17 +283,9 @@ fn supported_blocks_of_the_suite_run_as_the_interpreter_runs_them() {
             }
             steps += 1;
             loads += usize::from(block.iter().any(|i| matches!(i, Inst::Ld { .. } | Inst::AtomAdd { .. })));
-            stores += usize::from(block.iter().any(|i| matches!(i, Inst::St { .. } | Inst::AtomAdd { .. })));
+            stores += usize::from(block.iter().any(Inst::writes_memory));
             atomics += usize::from(block.iter().any(|i| matches!(i, Inst::AtomAdd { .. })));
-            let shared_access = |i: &Inst| {
-                matches!(
-                    i,
-                    Inst::Ld { space: Space::Shared, .. }
-                        | Inst::St { space: Space::Shared, .. }
-                        | Inst::AtomAdd { space: Space::Shared, .. }
-                )
-            };
-            shared_steps += usize::from(block.iter().any(shared_access));
+            shared_steps += usize::from(block.iter().any(|i| i.memory_space() == Some(Space::Shared)));
             for l in (0..spec.lanes).filter(|l| mask & 1 << l != 0) {
                 let at = alloc::format!("{}: step {}, warp {wi} block {pc} lane {l}: {block:?}", k.name, m.steps);
                 let (after, ctx) = (&m.warps[wi].regs[l], Context::of(&m, wi, l));
@@ -307,11 +297,9 @@ fn supported_blocks_of_the_suite_run_as_the_interpreter_runs_them() {
                 let got = lane.run(block, &before[l], &ctx, &memory);
                 assert_eq!(got, Ran::of(after, want.clone()), "{at}");
                 // The lane's kept stores, instruction by instruction.
-                for (i, inst) in block.iter().enumerate() {
-                    if let Inst::St { space, .. } | Inst::AtomAdd { space, .. } = inst {
-                        let to = if *space == Space::Global { &mut global } else { &mut shared };
-                        want[i].into_iter().for_each(|(w, v)| to[w as usize] = v);
-                    }
+                for (i, inst) in block.iter().enumerate().filter(|(_, i)| i.writes_memory()) {
+                    let to = if inst.memory_space() == Some(Space::Global) { &mut global } else { &mut shared };
+                    want[i].into_iter().for_each(|(w, v)| to[w as usize] = v);
                 }
                 lanes += 1;
                 changed += usize::from(after != &before[l]);
