@@ -70,28 +70,25 @@ fn the_plain_runner_is_smollm2() {
 /// (loaded at the record position) are the interpreter's after the step wherever it computes the
 /// whole block, and there SmolLM2's own argmax over all its tokens at each position is the
 /// step's next VAL token, the runner-up exactly 1 below (at a step's last position, the token
-/// the position holds). reverse, whole (its stores), then count_if (its atomics): the tiny llama of `splice::tests` runs
+/// the position holds). reverse, whole (its stores), then count_if (its atomics) in the same context: the tiny llama of `splice::tests` runs
 /// more kernels, divisions' routines among them, for a tenth of the time a position here costs.
 #[test]
 fn the_machine_computes_inside_smollm2() {
     let Some(loaded) = smollm2() else { return };
     let splice = Splice::new(loaded.config).unwrap();
-    // A context of its own for each launch: registers and shared rows are not cleared between
-    // launches yet (docs/qwengpu-second-machine.md §16).
-    let run = |name: &str| {
-        let mut spliced = Runner::spliced(loaded.config, &loaded.float, &splice).unwrap();
-        let ids = loaded.tokenizer.as_ref().unwrap().encode("Run this kernel for me:").unwrap();
-        spliced.forward_many(&ids).unwrap();
+    // One context: English, reverse, more English, count_if. Each prompt's reset record clears
+    // the program image, the registers and the shared rows (docs/qwengpu-second-machine.md §17).
+    let mut spliced = Runner::spliced(loaded.config, &loaded.float, &splice).unwrap();
+    let tokenizer = loaded.tokenizer.as_ref().unwrap();
+    for (text, name) in [("Run this kernel for me:", "reverse"), (" Thanks. Now this one:", "count_if")] {
+        spliced.forward_many(&tokenizer.encode(text).unwrap()).unwrap();
         let (computed, predicted, stores) = run_in(&splice, &mut spliced, name, u64::MAX);
         eprintln!("{name}: {computed} registers computed, {predicted} VAL tokens predicted, {stores} of stores");
         assert!(
             computed > 20 && predicted > 20 && stores > 0,
             "{name}: {computed} registers computed, {predicted} VAL tokens predicted, {stores} of stores"
         );
-    };
-    run("reverse");
-    // Its atomics: each lane's read is the word the lane before it wrote.
-    run("count_if");
+    }
 }
 
 /// Kernel `name`'s first `max_steps` steps in `spliced`, checked: registers computed, VAL tokens

@@ -126,6 +126,9 @@ pub struct Exec {
     /// thread block one-hot, then where a shared store's halves write.
     pub shared: usize,
     pub shared_groups: [usize; 3],
+    /// The register file's reset flag: the shared mixers forget every row there, so a launch's
+    /// thread blocks start from zeros (`register_file::RESET`).
+    pub reset: usize,
     pub d_model: usize,
     pub global_words: usize,
     /// Instructions per block.
@@ -359,6 +362,7 @@ impl Exec {
         };
         let index = load.index(self.global_words);
         let [mixer, shared_mixer] = self.mixer_layouts(&alu, &sources).map(|l| limb_memory::weights(&l));
+        let shared_mixer = limb_memory::cleared_at(shared_mixer, self.reset);
         let mut mixers = Vec::new();
         let mut stages = Vec::new();
         for i in 0..self.block_len {

@@ -127,6 +127,11 @@ pub fn shared_groups(shape: &Shape) -> [usize; 3] {
     [shape.warps, SHARED_WORDS, 2]
 }
 
+/// The record that starts a program's prompt: the program image, the register rows and the
+/// shared rows forget what an earlier launch left (global memory and the launch words are
+/// written whole by every prompt).
+pub const RESET: Token = Token::Record { warp: 4, block: 0, mask: 0 };
+
 /// Words of the launch part: the block's threads (rounded up to whole warps), the grid's
 /// blocks, then each parameter's low and high half.
 pub const LAUNCH_WORDS: usize = 2 + 2 * MAX_PARAMS;
@@ -239,9 +244,15 @@ impl RegisterFile {
         self.latched() + 2
     }
 
+    /// The reset flag: 1 at a reset record ([`RESET`]), where the image, the register rows
+    /// and the shared rows forget everything (`limb_memory::cleared_at`).
+    pub fn reset(&self) -> usize {
+        self.shared() + shared_groups(&self.shape).iter().sum::<usize>()
+    }
+
     /// The channels from `first` on that this uses.
     pub fn len(&self) -> usize {
-        self.shared() + shared_groups(&self.shape).iter().sum::<usize>() - self.first
+        self.reset() + 1 - self.first
     }
 
     pub fn is_empty(&self) -> bool {
@@ -266,6 +277,13 @@ impl RegisterFile {
         l.step(&[(kind, -1.0), (mask, -1.0)], 0.0, &[(self.at(self.image_flag()), 1.0)]);
         l.step(&[(mask, 1.0), (kind, -((1 << s.lanes) as f32))], 1.0, &[(self.at(self.exec_flag()), 1.0)]);
         l.step(&[(mask, 1.0)], 1.0, &[(self.at(self.run_flag()), 1.0)]);
+        // Reset: `v = warp + 64·mask − 64·kind` is −60 for the record `(warp 4, mask 0)` alone
+        // (a VAL token has kind 0 and `v ≥ 0`; records' warps are below 64), so
+        // `[v ≥ −60] − [v ≥ −59]`.
+        let v = [(warp, 1.0), (mask, 64.0), (kind, -64.0)];
+        let reset = self.at(self.reset());
+        l.step(&v, -60.0, &[(reset, 1.0)]);
+        l.step(&v, -59.0, &[(reset, -1.0)]);
         l.shifted(self.one)
     }
 
@@ -304,9 +322,10 @@ impl RegisterFile {
         }
     }
 
-    /// Layer 2.
+    /// Layer 2, cleared at a reset record: a program with fewer blocks, slots or ROM words
+    /// than the one before must not find the earlier one's rows.
     pub fn image(&self) -> DeltaNetWeights {
-        limb_memory::weights(&self.image_layout())
+        limb_memory::cleared_at(limb_memory::weights(&self.image_layout()), self.reset())
     }
 
     /// Layer 3: the register one-hot, and `(lane, half)` from the mask and the rank.
@@ -474,9 +493,10 @@ impl RegisterFile {
         }
     }
 
-    /// Layer 4.
+    /// Layer 4, cleared at a reset record: a launch's registers start at 0, as the
+    /// interpreter's do.
     pub fn file(&self) -> DeltaNetWeights {
-        limb_memory::weights(&self.file_layout())
+        limb_memory::cleared_at(limb_memory::weights(&self.file_layout()), self.reset())
     }
 
     /// The register `reg` of `lane` in `warp` as the file's state holds it: 0 if never written,
@@ -490,7 +510,8 @@ impl RegisterFile {
     /// table record and one VAL token per slot), the ROM (per block, a ROM record and its
     /// words), then the launch (a launch record and its [`LAUNCH_WORDS`] words).
     pub fn image_tokens(&self, program: &Program, launch: &Launch) -> Result<Vec<Token>, ImageTooLarge> {
-        let mut tokens = self.table_tokens(program)?;
+        let mut tokens = vec![RESET];
+        tokens.extend(self.table_tokens(program)?);
         for (b, block) in program.blocks.iter().enumerate() {
             let words = block_words(block)?;
             if words.len() > self.shape.rom_words {

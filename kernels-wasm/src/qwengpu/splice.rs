@@ -233,6 +233,7 @@ impl Splice {
             val: rf.val,
             shared: rf.shared(),
             shared_groups: shared_groups(&rf.shape),
+            reset: rf.reset(),
             d_model: width,
             global_words: spec.global_words,
             block_len: spec.block_len,
@@ -442,7 +443,7 @@ impl Splice {
             || e.thread != r.thread()
             || e.lane != r.next_lane(0)
             || e.memory != r.memory()
-            || (e.shared, e.shared_groups) != (r.shared(), shared_groups(&r.shape))
+            || (e.shared, e.shared_groups, e.reset) != (r.shared(), shared_groups(&r.shape), r.reset())
             || e.val != r.val
             || e.d_model != w;
         if e.one != self.bias || e.rom != r.rom() || e.local != r.local() || context || e.first < r.first + r.len() {

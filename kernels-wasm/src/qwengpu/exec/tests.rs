@@ -89,10 +89,11 @@ impl Lane {
             val: [val, val + 1],
             shared,
             shared_groups: groups,
+            reset: val + 2,
             d_model: D,
             global_words: spec.global_words,
             block_len: spec.block_len,
-            first: val + 2,
+            first: val + 3,
         };
         assert!(exec.first + exec.len() <= D, "{} channels", exec.len());
         Lane { exec, built: exec.build(), order: (0..D).rev().collect(), stores: exec.stores() }

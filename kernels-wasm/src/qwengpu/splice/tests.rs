@@ -8,7 +8,7 @@ use crate::qwengpu::deltanet::DeltaNet;
 use crate::qwengpu::exec::load::{memory_words, shared_words};
 use crate::qwengpu::limb_memory::Layout;
 use crate::qwengpu::register_file::tests::{follow, Checked, Fed};
-use crate::qwengpu::register_file::RegisterFile;
+use crate::qwengpu::register_file::{RegisterFile, RESET};
 use crate::qwengpu::suite;
 use alloc::format;
 #[cfg(target_arch = "wasm32")]
@@ -211,10 +211,15 @@ struct SplicedRun<'a> {
     shared: (usize, Layout),
     /// The last position's logits.
     logits: Vec<f32>,
+    /// Whether the reset record is fed (a test leaves it out).
+    reset: bool,
 }
 
 impl Fed for SplicedRun<'_> {
     fn token(&mut self, t: Token, _: Option<[usize; 4]>, _: &mut Rng) -> Option<f32> {
+        if t == RESET && !self.reset {
+            return None;
+        }
         self.logits = self.runner.forward(self.splice.token_id(t)).unwrap();
         None
     }
@@ -250,6 +255,16 @@ impl Fed for SplicedRun<'_> {
     }
 }
 
+/// How [`run_kernels`] feeds its kernels.
+#[derive(Clone, Copy, PartialEq)]
+enum Context {
+    /// Each kernel in a model of its own.
+    Fresh,
+    /// All of them one after the other in one context, each prompt starting with the reset
+    /// record; `reset: false` leaves that record out (the rows keep the earlier launch's).
+    One { reset: bool },
+}
+
 /// Inside the spliced model, a kernel's program image and steps, fed as tokens through the
 /// model's own embedding with text between them, leave in its register rows what the
 /// interpreter's registers hold whenever a step reads them, every position of a step reads its
@@ -257,8 +272,9 @@ impl Fed for SplicedRun<'_> {
 /// block on that lane's registers (each one it writes is the interpreter's after the step), and
 /// at every position of a step whose block it computes, the model's own argmax is the step's
 /// next VAL token (`register_file`'s check, `follow`). gcd's loop reads registers its block
-/// writes back, so it fails if the results row is written past a lane's start.
-fn run_kernels(names: &[&str], max_steps: usize) -> Checked {
+/// writes back, so it fails if the results row is written past a lane's start. Each kernel's
+/// checks, in order.
+fn run_kernels(names: &[&str], max_steps: usize, context: Context) -> Vec<(&'static str, Checked)> {
     let (c, model) = llama();
     let splice = Splice::new(c).unwrap();
     // The register file: the DeltaNet that writes the read head's channels.
@@ -273,19 +289,31 @@ fn run_kernels(names: &[&str], max_steps: usize) -> Checked {
     let memory = (mixers.next().unwrap(), layout);
     let shared = (mixers.next().unwrap(), splice.exec.shared_layout());
     let mut rng = Rng::new(4);
-    let mut total = Checked::default();
+    let new_run = || SplicedRun {
+        splice: &splice,
+        runner: Runner::spliced(c, &model, &splice).unwrap(),
+        file,
+        memory: memory.clone(),
+        shared: shared.clone(),
+        logits: Vec::new(),
+        reset: context != Context::One { reset: false },
+    };
+    let mut run = new_run();
+    let mut all = Vec::new();
     for k in suite::kernels().iter().filter(|k| names.is_empty() || names.contains(&k.name)) {
-        let runner = Runner::spliced(c, &model, &splice).unwrap();
-        let mut run = SplicedRun {
-            splice: &splice,
-            runner,
-            file,
-            memory: memory.clone(),
-            shared: shared.clone(),
-            logits: Vec::new(),
-        };
-        let checked = follow(&mut run, k, true, max_steps, &mut rng);
-        assert!(checked.wrong + checked.memory_wrong == 0, "{}: {checked:?}", k.name);
+        if context == Context::Fresh {
+            run = new_run();
+        }
+        all.push((k.name, follow(&mut run, k, true, max_steps, &mut rng)));
+    }
+    all
+}
+
+/// The kernels' checks added up, each kernel's asserted exact.
+fn exact(all: Vec<(&str, Checked)>) -> Checked {
+    let mut total = Checked::default();
+    for (name, checked) in all {
+        assert!(checked.wrong + checked.memory_wrong == 0, "{name}: {checked:?}");
         total.reads += checked.reads;
         total.loads += checked.loads;
         total.nonzero += checked.nonzero;
@@ -308,9 +336,25 @@ fn the_spliced_model_runs_a_kernels_blocks() {
     };
     // gcd's and is_prime's first 120 steps: their divisions' loops (§15) and gcd's own;
     // count_if's atomics (§16), each lane's read after the lane before it wrote.
-    let c = run_kernels(names, 120);
+    let c = exact(run_kernels(names, 120, Context::Fresh));
     assert!(c.nonzero > 10 && c.executed > at_least / 2 && c.predicted > at_least, "{c:?}");
     assert!(c.predicted_stores > 2 && c.memory_checks > at_least / 4, "{c:?}");
+}
+
+/// Launches one after the other in one context: each prompt's reset record clears the program
+/// image, the registers and the shared rows, so the second kernel runs as in a fresh model.
+/// Without that record the second kernel reads what the first left (reverse's shared words,
+/// its registers) and goes wrong.
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+fn kernels_run_one_after_the_other_in_one_context() {
+    let names = ["reverse", "count_if"];
+    let c = exact(run_kernels(&names, 60, Context::One { reset: true }));
+    assert!(c.predicted > 100 && c.memory_checks > 20, "{c:?}");
+    // `follow` stops at the first token the model gets wrong; that must be in count_if.
+    let without = std::panic::catch_unwind(|| exact(run_kernels(&names, 60, Context::One { reset: false })));
+    let why = without.err().and_then(|e| e.downcast::<String>().ok()).map(|s| *s).unwrap_or_default();
+    assert!(why.contains(": count_if: step "), "without the reset record: {why:?}");
 }
 
 /// The same through all 49 suite kernels (about 28 minutes in release: run it with
@@ -319,7 +363,7 @@ fn the_spliced_model_runs_a_kernels_blocks() {
 #[test]
 #[ignore = "the whole suite, about 28 minutes in release"]
 fn the_spliced_model_runs_the_suite() {
-    let c = run_kernels(&[], usize::MAX);
+    let c = exact(run_kernels(&[], usize::MAX, Context::Fresh));
     std::eprintln!("{c:?}");
     assert!(c.executed > 10_000 && c.predicted > 18_000, "{c:?}");
 }
