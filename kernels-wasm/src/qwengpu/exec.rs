@@ -33,7 +33,7 @@
 //! executor does not compute yet (`supports` says which), which the tests leave out.
 
 use super::deltanet::DeltaNetWeights;
-use super::isa::{Alu, Inst, Op as IsaOp, Space, Special, MAX_PARAMS, SPECIALS};
+use super::isa::{Alu, Inst, Op as IsaOp, Shfl, Space, Special, MAX_PARAMS, SHFLS, SPECIALS};
 use super::limb_alu::{AluStack, Op};
 use super::limb_memory::{self, Layout};
 use super::limbs::{Layer, Unit, LIMBS};
@@ -65,6 +65,8 @@ pub enum Source {
     Load,
     /// A shared load's word (`load`, §14).
     LoadShared,
+    /// Another lane's register, read from the register rows (`shuffle`, §18).
+    Shfl(Shfl),
 }
 
 impl Source {
@@ -77,6 +79,7 @@ impl Source {
             IsaOp::S2R(s) => Source::Special(s),
             IsaOp::Ld(Space::Global) | IsaOp::Atom(Space::Global) => Source::Load,
             IsaOp::Ld(Space::Shared) | IsaOp::Atom(Space::Shared) => Source::LoadShared,
+            IsaOp::Shfl(m) => Source::Shfl(m),
             _ => return None,
         };
         match s {
@@ -90,14 +93,14 @@ impl Source {
 /// operations (not the divisions), comparisons, selects, special registers, parameters and
 /// loads (global and shared) write their registers; a store keeps its word index and word, which
 /// the step's store tokens carry to the memory rows (§13, §14); an atomic add does both, keeping
-/// the word it read plus `v` (§16); the terminators write nothing.
+/// the word it read plus `v` (§16); a shuffle reads another lane's register from the register
+/// rows (§18); the terminators write nothing.
 pub fn supports(inst: &Inst) -> bool {
     match *inst {
-        Inst::Mov { .. } | Inst::Set { .. } | Inst::Sel { .. } | Inst::S2R { .. } => true,
+        Inst::Mov { .. } | Inst::Set { .. } | Inst::Sel { .. } | Inst::S2R { .. } | Inst::Shfl { .. } => true,
         Inst::Ld { .. } | Inst::St { .. } | Inst::AtomAdd { .. } => true,
         Inst::Alu { op, .. } => !matches!(op, Alu::DivS | Alu::DivU | Alu::RemS | Alu::RemU),
         Inst::Bra { .. } | Inst::Bar | Inst::Exit => true,
-        _ => false,
     }
 }
 
@@ -129,6 +132,10 @@ pub struct Exec {
     /// The register file's reset flag: the shared mixers forget every row there, so a launch's
     /// thread blocks start from zeros (`register_file::RESET`).
     pub reset: usize,
+    /// Where the register file writes a VAL token's limbs (`register_file`): the warp one-hot,
+    /// `(lane, half)` one-hot, the register one-hot and the "set" flag. A shuffle's mixer holds
+    /// the same rows.
+    pub file: [usize; 4],
     pub d_model: usize,
     pub global_words: usize,
     /// Instructions per block.
@@ -165,6 +172,8 @@ struct Fields {
     shared: usize,
     /// 1 for an atomic.
     atom: usize,
+    /// 1 for a shuffle (any mode).
+    shfl: usize,
 }
 
 impl Exec {
@@ -173,6 +182,7 @@ impl Exec {
         v.extend(alu.results.iter().map(|&(op, _)| Source::Alu(op)));
         v.extend(SPECIALS.iter().chain(&PARAMS).map(|&s| Source::Special(s)));
         v.extend([Source::Load, Source::LoadShared]);
+        v.extend(SHFLS.iter().map(|&m| Source::Shfl(m)));
         v
     }
 
@@ -198,7 +208,7 @@ impl Exec {
 
     /// Channels one instruction's decoded fields take.
     fn field_len(&self, sources: usize) -> usize {
-        sources + 4 * self.regs + 6
+        sources + 4 * self.regs + 7
     }
 
     /// The decoded fields of the instruction running (one set for all of a block's).
@@ -208,7 +218,8 @@ impl Exec {
         let (b, c, d) = (a + self.regs, a + 2 * self.regs, a + 3 * self.regs);
         let imm = [a + 4 * self.regs, a + 4 * self.regs + 1];
         let access = imm[1] + 1;
-        Fields { sources: base, a, b, c, d, imm, access, store: access + 1, shared: access + 2, atom: access + 3 }
+        let (store, shared, atom, shfl) = (access + 1, access + 2, access + 3, access + 4);
+        Fields { sources: base, a, b, c, d, imm, access, store, shared, atom, shfl }
     }
 
     /// The ALU's channel `c` (its own numbering: 0 the bias) in this stream, relative to the bias.
@@ -234,7 +245,13 @@ impl Exec {
     /// Each instruction's store (relative to the bias): the word index, then the word's four
     /// limbs; all 0 for an instruction that is not a global store.
     fn stores_at(&self, alu: &AluStack, sources: usize) -> usize {
-        self.load(alu, sources).used().end
+        self.shuffle(alu, sources).used().end
+    }
+
+    /// A shuffle's channels, after the load's.
+    fn shuffle(&self, alu: &AluStack, sources: usize) -> ShuffleChannels {
+        let b = self.alu_channel(alu.b, sources);
+        ShuffleChannels { b, lanes: self.lanes, first: self.load(alu, sources).used().end }
     }
 
     /// [`Self::stores_at`] in the stream: instruction `i`'s from `stores() + (1 + LIMBS)·i`.
@@ -284,6 +301,26 @@ impl Exec {
         ]
     }
 
+    /// The shuffle mixer's layout: the register file's rows (`warp × (lane, half) ×
+    /// register`), written where the file writes them, read where the instruction is a shuffle
+    /// at the step's warp, the source lane's `(lane, half)` (one group per half) and `a`.
+    fn shuffle_layout(&self, alu: &AluStack, sources: &[Source]) -> Layout {
+        let n = sources.len();
+        let (f, sh, load) = (self.fields(n), self.shuffle(alu, n), self.load(alu, n));
+        let [warp, lane_half, reg, set] = self.file;
+        let heads = (0..2)
+            .map(|half| {
+                let read = [warp, self.one + sh.src(half), self.one + f.a].map(limb_memory::Digit::Stream).to_vec();
+                let mut h =
+                    limb_memory::Head::new(&[warp, lane_half, reg], &[set], read, self.one + load.loaded() + 2 * half);
+                h.read_when = vec![self.one + f.shfl];
+                h
+            })
+            .collect();
+        let groups = vec![self.shared_groups[0], 2 * self.lanes, self.regs];
+        Layout { groups, d_model: self.d_model, one: self.one, value: self.val.to_vec(), heads }
+    }
+
     pub fn is_empty(&self) -> bool {
         false
     }
@@ -319,6 +356,7 @@ impl Exec {
             matches!(op, IsaOp::Ld(Space::Shared) | IsaOp::St(Space::Shared) | IsaOp::Atom(Space::Shared))
         });
         flag(layer, f.atom, |op| matches!(op, IsaOp::Atom(_)));
+        flag(layer, f.shfl, |op| matches!(op, IsaOp::Shfl(_)));
         let regs = |at: usize| (0..self.regs).map(|r| Some(at + r)).chain([None]).collect::<Vec<_>>();
         layer.one_hot(&[(self.word(i, 0) + 1, 1.0)], &regs(f.d));
         layer.one_hot(&[(self.word(i, 1), 1.0)], &regs(f.a));
@@ -358,18 +396,24 @@ impl Exec {
                 contiguous(at, if matches!(op, Op::Cmp(_)) { 1 } else { LIMBS })
             }
             Source::Special(s) => self.special(s),
-            Source::Load | Source::LoadShared => contiguous(load.loaded(), LIMBS),
+            Source::Load | Source::LoadShared | Source::Shfl(_) => contiguous(load.loaded(), LIMBS),
         };
         let index = load.index(self.global_words);
         let [mixer, shared_mixer] = self.mixer_layouts(&alu, &sources).map(|l| limb_memory::weights(&l));
         let shared_mixer = limb_memory::cleared_at(shared_mixer, self.reset);
+        let shuffle = self.shuffle(&alu, n);
+        let shuffle_mixer =
+            limb_memory::cleared_at(limb_memory::weights(&self.shuffle_layout(&alu, &sources)), self.reset);
+        let modes = SHFLS.map(|m| f.sources + sources.iter().position(|&s| s == Source::Shfl(m)).unwrap_or(0));
+        let lane = |l: usize| self.lane - self.one + 2 * l;
         let mut mixers = Vec::new();
         let mut stages = Vec::new();
         for i in 0..self.block_len {
             let mut operands = Layer::default();
             if i > 0 {
                 // What the previous instruction left: the ALU's channels and sel's.
-                let used = (1..alu.channels).map(|c| self.alu_channel(c, n)).chain(c..sel + LIMBS).chain(load.used());
+                let used = (1..alu.channels).map(|c| self.alu_channel(c, n)).chain(c..sel + LIMBS);
+                let used = used.chain(load.used()).chain(shuffle.used());
                 for ch in used {
                     and_unit(&mut operands, &[], &[], vec![(ch, 1.0)], ch, -1.0);
                 }
@@ -411,6 +455,10 @@ impl Exec {
             for (layer, units) in layers[3..5].iter_mut().zip(index.clone()) {
                 layer.units.extend(units.units);
             }
+            // A shuffle's source lane from `B` and the lane, then the read.
+            layers[1].units.extend(shuffle.offset().units);
+            layers[2].units.extend(shuffle.source(modes, lane).units);
+            mixers.push((stages.len() + 3, shuffle_mixer.clone()));
             mixers.push((stages.len() + 5, mixer.clone()));
             mixers.push((stages.len() + 6, shared_mixer.clone()));
             // An atomic's sum, once both reads are in: the two layers from the shared read on
@@ -463,6 +511,8 @@ pub(super) fn and_unit(layer: &mut Layer, on: &[usize], off: &[usize], up: Vec<(
 }
 
 pub(crate) mod load;
+pub(crate) mod shuffle;
+use shuffle::ShuffleChannels;
 
 #[cfg(test)]
 mod tests;

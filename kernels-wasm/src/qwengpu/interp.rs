@@ -137,7 +137,12 @@ impl Program {
             }
             if spec.lanes_in_turn && (1..block.len()).any(|i| block[i].conflicts(&block[..i])) {
                 return bad(alloc::format!(
-                    "block {b} writes memory and accesses it again; a machine whose lanes run in turn takes one such access a block"
+                    "block {b} writes memory and accesses it again, or writes a register a shuffle in it reads; a machine whose lanes run in turn takes neither"
+                ));
+            }
+            if spec.lanes_in_turn && block.iter().any(Inst::shuffles_onto_itself) {
+                return bad(alloc::format!(
+                    "block {b}: a shuffle writes its own source; a machine whose lanes run in turn needs another register"
                 ));
             }
             for inst in block {

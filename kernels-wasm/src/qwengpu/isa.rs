@@ -204,12 +204,35 @@ impl Inst {
     }
 
     /// Whether `self` may not join a block holding `block` on a machine whose lanes run in turn
-    /// ([`MachineSpec::lanes_in_turn`]): both access memory and one of them writes it. With at
-    /// most one writing access in a block and no other access, a lane sees exactly the writes
-    /// of the lanes before it in either order, and its own come after its reads.
+    /// ([`MachineSpec::lanes_in_turn`]).
+    /// - Memory: both access memory and one of them writes it. With at most one writing access
+    ///   in a block and no other access, a lane sees exactly the writes of the lanes before it
+    ///   in either order, and its own come after its reads.
+    /// - Shuffles: one is a shuffle whose source register the other writes. A shuffle reads
+    ///   other lanes' registers, and in turn the lanes before have run the whole block, the ones
+    ///   after none of it; when nothing in the block writes the source, both read it as the
+    ///   block began, which is what the interpreter's shuffle reads (a shuffle that writes its
+    ///   own source is [`Inst::shuffles_onto_itself`]).
     pub fn conflicts(&self, block: &[Inst]) -> bool {
-        self.accesses_memory()
-            && block.iter().any(|i| i.accesses_memory() && (i.writes_memory() || self.writes_memory()))
+        let memory = self.accesses_memory()
+            && block.iter().any(|i| i.accesses_memory() && (i.writes_memory() || self.writes_memory()));
+        let source = self.shuffle_source().is_some_and(|a| block.iter().any(|i| i.write() == Some(a)));
+        let written = self.write().is_some_and(|d| block.iter().any(|i| i.shuffle_source() == Some(d)));
+        memory || source || written
+    }
+
+    /// A shuffle's source register.
+    pub fn shuffle_source(&self) -> Option<u8> {
+        match *self {
+            Inst::Shfl { a, .. } => Some(a),
+            _ => None,
+        }
+    }
+
+    /// A shuffle that writes its own source: on a machine whose lanes run in turn, a later lane
+    /// would read an earlier lane's result (the lowering goes through a scratch register).
+    pub fn shuffles_onto_itself(&self) -> bool {
+        self.shuffle_source().is_some_and(|a| self.write() == Some(a))
     }
 
     /// Registers this instruction reads and writes (for checks against the machine's size).

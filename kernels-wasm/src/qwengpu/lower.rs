@@ -305,17 +305,28 @@ pub fn lower(entry: &Entry, spec: &MachineSpec) -> Result<Kernel, PtxError> {
         let mut cur_line = b.insts.first().map(|i| i.line).unwrap_or(entry.line);
         for (inst, line) in &b.code {
             let inst = remap(inst, &map);
-            if spec.lanes_in_turn && inst.conflicts(&cur) {
-                rom.push(core::mem::take(&mut cur));
-                rom_lines.push(cur_line);
-            }
-            if cur.is_empty() {
-                cur_line = *line;
-            }
-            cur.push(inst);
-            if cur.len() == spec.block_len || inst.is_terminator() {
-                rom.push(core::mem::take(&mut cur));
-                rom_lines.push(cur_line);
+            // With lanes in turn, `x = shfl(x)` goes through the scratch register (dead between
+            // PTX instructions): `t = shfl(x); x = t`, the move in a block of its own.
+            let insts = match inst {
+                Inst::Shfl { mode, d, a, b } if spec.lanes_in_turn && inst.shuffles_onto_itself() => {
+                    let t = map(SCRATCH);
+                    vec![Inst::Shfl { mode, d: t, a, b }, Inst::Mov { d, a: Src::Reg(t) }]
+                }
+                _ => vec![inst],
+            };
+            for inst in insts {
+                if spec.lanes_in_turn && inst.conflicts(&cur) {
+                    rom.push(core::mem::take(&mut cur));
+                    rom_lines.push(cur_line);
+                }
+                if cur.is_empty() {
+                    cur_line = *line;
+                }
+                cur.push(inst);
+                if cur.len() == spec.block_len || inst.is_terminator() {
+                    rom.push(core::mem::take(&mut cur));
+                    rom_lines.push(cur_line);
+                }
             }
         }
         let branch = b.insts.last().filter(|i| i.op[0] == "bra");

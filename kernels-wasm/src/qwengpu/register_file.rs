@@ -470,9 +470,17 @@ impl RegisterFile {
 
     /// The register file's layout: rows `warp × (lane, half) × register`, written at exec tokens
     /// whose table row is set, read at the probe's address.
+    /// Where an exec VAL token writes its limbs in the register rows: the warp one-hot, the
+    /// `(lane, half)` one-hot, the register one-hot, and the table row's "set" flag that must
+    /// be 1 (the executor's shuffle mixers hold the same rows, §18).
+    pub fn file_writes(&self) -> [usize; 4] {
+        [self.warp(), self.lane_half(), self.reg(), self.entry() + 2]
+    }
+
     pub fn file_layout(&self) -> Layout {
         let s = self.shape;
-        let address = [self.warp(), self.lane_half(), self.reg()];
+        let [warp, lane_half, reg, _] = self.file_writes();
+        let address = [warp, lane_half, reg];
         let [w, lh, r, on] = self.probe();
         let mut probe = Head::new(&address, &[self.entry() + 2], vec![Stream(w), Stream(lh), Stream(r)], self.read());
         probe.read_when = vec![on];

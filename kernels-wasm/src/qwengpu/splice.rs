@@ -234,6 +234,7 @@ impl Splice {
             shared: rf.shared(),
             shared_groups: shared_groups(&rf.shape),
             reset: rf.reset(),
+            file: rf.file_writes(),
             d_model: width,
             global_words: spec.global_words,
             block_len: spec.block_len,
@@ -444,6 +445,7 @@ impl Splice {
             || e.lane != r.next_lane(0)
             || e.memory != r.memory()
             || (e.shared, e.shared_groups, e.reset) != (r.shared(), shared_groups(&r.shape), r.reset())
+            || e.file != r.file_writes()
             || e.val != r.val
             || e.d_model != w;
         if e.one != self.bias || e.rom != r.rom() || e.local != r.local() || context || e.first < r.first + r.len() {

@@ -535,7 +535,7 @@ mod tests {
 #[cfg(test)]
 mod limits {
     use super::*;
-    use crate::qwengpu::isa::{Inst, Program, Space, Src};
+    use crate::qwengpu::isa::{Alu, Inst, Program, Shfl, Space, Src};
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
@@ -573,7 +573,7 @@ mod limits {
     /// memory and accesses it again, the second's splits it; a hand-made program with such a
     /// block is refused by the machine whose lanes run in turn.
     #[test]
-    fn lanes_in_turn_split_blocks_that_write_memory_and_access_it_again() {
+    fn lanes_in_turn_split_blocks_that_write_memory_and_access_it_again_or_shuffle() {
         let (first, second) = (MachineSpec::default(), MachineSpec::second());
         let conflicting = |spec: &MachineSpec, k: &SuiteKernel| {
             let (kernel, _, _) = k.machine(k.ptx, spec).unwrap();
@@ -597,6 +597,18 @@ mod limits {
         assert!(loads.check(&second).is_err());
         let one = Program { blocks: alloc::vec![alloc::vec![ld, Inst::Mov { d: 1, a: Src::Imm(2) }, ld, Inst::Exit]] };
         assert!(one.check(&second).is_ok());
+        // Shuffles: no block writes a register a shuffle in it reads, before or after it, and a
+        // shuffle onto its own source is refused.
+        let shfl = |d: u8, a: u8| Inst::Shfl { mode: Shfl::Down, d, a, b: Src::Imm(1) };
+        let add = |d: u8| Inst::Alu { op: Alu::Add, d, a: Src::Reg(d), b: Src::Imm(1) };
+        for block in [alloc::vec![add(0), shfl(1, 0)], alloc::vec![shfl(1, 0), add(0)], alloc::vec![shfl(0, 0)]] {
+            let program = Program { blocks: alloc::vec![block, alloc::vec![Inst::Exit]] };
+            assert!(program.check(&first).is_ok());
+            let e = program.check(&second).unwrap_err().to_string();
+            assert!(e.contains("shuffle"), "{e}");
+        }
+        let fine = Program { blocks: alloc::vec![alloc::vec![shfl(1, 0), shfl(2, 0), add(1), Inst::Exit]] };
+        assert!(fine.check(&second).is_ok());
     }
 
     #[test]

@@ -51,7 +51,7 @@ pub const FORMAT: &str = "substrates-qwengpu-spliced";
 /// 8: the second machine's spec (`MachineSpec::second`: no divider, 64 ROM blocks), so 64
 /// blocks in the record tokens' field and the register file's block one-hot.
 /// 9: atomics (the executor's atomic flag and sum; an atomic's write is a store slot).
-pub const VERSION: u32 = 10;
+pub const VERSION: u32 = 11;
 
 /// The text model: its shape, what it was read from, and whether its head is its embedding.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -3,7 +3,7 @@ use crate::bitnet::random::Rng;
 use crate::qwengpu::deltanet::DeltaNet;
 use crate::qwengpu::interp::{Launch, Machine};
 use crate::qwengpu::isa::Space;
-use crate::qwengpu::isa::{Cmp, MachineSpec, Special, Src, ALUS, CMPS, MAX_PARAMS, SPECIALS};
+use crate::qwengpu::isa::{Cmp, MachineSpec, Shfl, Special, Src, ALUS, CMPS, MAX_PARAMS, SHFLS, SPECIALS};
 use crate::qwengpu::limbs::{bias, limbs, word};
 use crate::qwengpu::limbs::{norm_weights, rms_norm};
 use crate::qwengpu::program_image::block_words;
@@ -33,6 +33,8 @@ struct Memory {
     held: Vec<u32>,
     /// Each thread block's shared words written so far.
     shared: Vec<Vec<u32>>,
+    /// Each warp's registers, lane by lane, written so far (the shuffle mixers' rows).
+    registers: Vec<Vec<Vec<u32>>>,
 }
 
 /// Where a lane runs: the launch (block, grid, parameters) and the lane's thread.
@@ -42,13 +44,17 @@ struct Context {
     first_tid: usize,
     cta: usize,
     lane: usize,
+    /// The warp, and every lane's registers as the block began (a shuffle's sources).
+    warp: usize,
+    warp_regs: Vec<Vec<u32>>,
 }
 
 impl Context {
     /// The interpreter's context of lane `lane` of warp `w` (the block rounded up to warps).
     fn of(m: &Machine, w: usize, lane: usize) -> Context {
         let launch = Launch { block: m.launch.block.next_multiple_of(m.spec.lanes), ..m.launch.clone() };
-        Context { launch, first_tid: m.warps[w].first_tid, cta: m.warps[w].cta, lane }
+        let (first_tid, cta) = (m.warps[w].first_tid, m.warps[w].cta);
+        Context { launch, first_tid, cta, lane, warp: w, warp_regs: m.warps[w].regs.clone() }
     }
 
     /// What `s` reads in this context, written out from the ISA's definitions.
@@ -76,6 +82,10 @@ impl Lane {
         let shared = memory + MEMORY_GROUPS.iter().sum::<usize>();
         let groups = [spec.max_threads / spec.lanes, spec.shared_words, 2];
         let val = shared + groups.iter().sum::<usize>();
+        // The register file's write groups: warp, (lane, half), register, then "set".
+        let file_warp = val + 3;
+        let file = [file_warp, file_warp + groups[0], file_warp + groups[0] + 2 * spec.lanes, 0];
+        let file = [file[0], file[1], file[2], file[2] + spec.regs];
         let exec = Exec {
             one: 0,
             rom,
@@ -90,10 +100,11 @@ impl Lane {
             shared,
             shared_groups: groups,
             reset: val + 2,
+            file,
             d_model: D,
             global_words: spec.global_words,
             block_len: spec.block_len,
-            first: val + 3,
+            first: file[3] + 1,
         };
         assert!(exec.first + exec.len() <= D, "{} channels", exec.len());
         Lane { exec, built: exec.build(), order: (0..D).rev().collect(), stores: exec.stores() }
@@ -103,7 +114,8 @@ impl Lane {
         let nets = self.built.mixers.iter().map(|(_, w)| DeltaNet::new(w.clone())).collect();
         let spec = MachineSpec::second();
         let ctas = self.exec.shared_groups[0];
-        Memory { nets, held: vec![0; spec.global_words], shared: vec![vec![0; spec.shared_words]; ctas] }
+        let registers = vec![vec![vec![0; spec.regs]; spec.lanes]; ctas];
+        Memory { nets, held: vec![0; spec.global_words], shared: vec![vec![0; spec.shared_words]; ctas], registers }
     }
 
     fn norm(&self, x: &[f32]) -> Vec<f32> {
@@ -123,15 +135,30 @@ impl Lane {
         }
     }
 
+    /// Writes the registers of warp `w` (lane by lane) that `memory` does not hold yet, a
+    /// position per half (as a step's VAL tokens write the register rows).
+    fn sync_registers(&self, memory: &mut Memory, w: usize, regs: &[Vec<u32>]) {
+        let [warp, lane_half, reg, set] = self.exec.file;
+        for (l, values) in regs.iter().enumerate() {
+            for (r, &want) in values.iter().enumerate() {
+                if memory.registers[w][l][r] != want {
+                    self.write(memory, [warp + w, reg + r, set], lane_half + 2 * l, want);
+                    memory.registers[w][l][r] = want;
+                }
+            }
+        }
+    }
+
     /// One word's two positions, a half each: the channels `hot` and `half + h` set, the half's
     /// limbs in the VAL channels; every mixer writes where its groups are set, and reads nothing.
-    fn write(&self, memory: &mut Memory, hot: [usize; 2], half: usize, want: u32) {
+    fn write<const N: usize>(&self, memory: &mut Memory, hot: [usize; N], half: usize, want: u32) {
         let e = self.exec;
         for h in 0..2 {
             let mut x = vec![0.0f32; D];
             x[0] = bias(D);
             let v = want >> (16 * h);
-            (x[hot[0]], x[hot[1]], x[half + h]) = (1.0, 1.0, 1.0);
+            hot.iter().for_each(|&c| x[c] = 1.0);
+            x[half + h] = 1.0;
             (x[e.val[0]], x[e.val[1]]) = ((v & 0xff) as f32, (v >> 8 & 0xff) as f32);
             let n = self.norm(&x);
             memory.nets.iter_mut().for_each(|net| assert!(net.step(&n).iter().all(|&y| y == 0.0)));
@@ -174,6 +201,8 @@ impl Lane {
         (x[e.thread], x[e.thread + 1], x[e.lane + 2 * ctx.lane]) = (ctx.first_tid as f32, ctx.cta as f32, 1.0);
         // The thread block one-hot, as the register file's store units leave it.
         x[e.shared + ctx.cta] = 1.0;
+        // The warp one-hot, as the register file's decode leaves it.
+        x[e.file[0] + ctx.warp] = 1.0;
         for (r, &v) in regs.iter().enumerate() {
             x[e.local + LIMBS * r..][..LIMBS].copy_from_slice(&limbs(v));
         }
@@ -231,6 +260,21 @@ fn reference(
                 regs[d as usize] = shared[index(Space::Shared, val(a, regs), off)]
             }
             Inst::St { space, a, off, v } => stores[i] = Some((index(space, val(a, regs), off) as u32, val(v, regs))),
+            Inst::Shfl { mode, d, a, b } => {
+                // The ISA's shuffle (`interp`): another lane's `a` as the block began, which the
+                // lowering makes the same as when the shuffle runs.
+                let (l, k, n) = (ctx.lane, val(b, regs) as usize, ctx.warp_regs.len());
+                let from = match mode {
+                    Shfl::Idx => Some(k % n),
+                    Shfl::Up => l.checked_sub(k),
+                    Shfl::Down => Some(l + k).filter(|&s| s < n),
+                    Shfl::Bfly => Some(l ^ k).filter(|&s| s < n),
+                };
+                regs[d as usize] = match from {
+                    Some(s) if s != l => ctx.warp_regs[s][a as usize],
+                    _ => regs[a as usize],
+                };
+            }
             Inst::AtomAdd { space, d, a, off, v } => {
                 let (at, v) = (index(space, val(a, regs), off), val(v, regs));
                 let old = if space == Space::Global { global[at] } else { shared[at] };
@@ -267,7 +311,7 @@ fn supported_blocks_of_the_suite_run_as_the_interpreter_runs_them() {
     let spec = MachineSpec::second();
     let few = ["gcd", "clamp3", "nested_loops"];
     let (mut lanes, mut steps, mut all_steps, mut changed, mut loads, mut stores) = (0, 0, 0, 0, 0, 0);
-    let (mut shared_steps, mut atomics) = (0, 0);
+    let (mut shared_steps, mut atomics, mut shuffles) = (0, 0, 0);
     for k in suite::kernels().iter().filter(|k| !cfg!(target_arch = "wasm32") || few.contains(&k.name)) {
         let (kernel, _, mut m): (_, _, Machine) = k.machine(k.ptx, &spec).unwrap();
         let mut memory = lane.memory();
@@ -286,12 +330,20 @@ fn supported_blocks_of_the_suite_run_as_the_interpreter_runs_them() {
             loads += usize::from(block.iter().any(|i| matches!(i, Inst::Ld { .. } | Inst::AtomAdd { .. })));
             stores += usize::from(block.iter().any(Inst::writes_memory));
             atomics += usize::from(block.iter().any(|i| matches!(i, Inst::AtomAdd { .. })));
+            shuffles += usize::from(block.iter().any(|i| matches!(i, Inst::Shfl { .. })));
             shared_steps += usize::from(block.iter().any(|i| i.memory_space() == Some(Space::Shared)));
             for l in (0..spec.lanes).filter(|l| mask & 1 << l != 0) {
                 let at = alloc::format!("{}: step {}, warp {wi} block {pc} lane {l}: {block:?}", k.name, m.steps);
-                let (after, ctx) = (&m.warps[wi].regs[l], Context::of(&m, wi, l));
+                let (after, mut ctx) = (&m.warps[wi].regs[l], Context::of(&m, wi, l));
+                ctx.warp_regs = before.clone();
                 lane.sync(&mut memory, &global);
                 lane.sync_shared(&mut memory, cta, &shared);
+                // The register rows as the VAL tokens leave them: the lanes before this one
+                // have their values after the block (registers a shuffle reads are not among
+                // the ones the block writes), the rest theirs before it.
+                let rows: Vec<Vec<u32>> =
+                    (0..spec.lanes).map(|j| if j < l { &m.warps[wi].regs[j] } else { &before[j] }.clone()).collect();
+                lane.sync_registers(&mut memory, wi, &rows);
                 let mut plain = before[l].clone();
                 let want = reference(block, &mut plain, &ctx, &global, &shared);
                 assert_eq!(&plain, after, "{at}: the plain reference");
@@ -314,7 +366,7 @@ fn supported_blocks_of_the_suite_run_as_the_interpreter_runs_them() {
         }
     }
     let summary = alloc::format!(
-        "{steps} of {all_steps} steps ({loads} loading, {stores} storing, {atomics} atomic, {shared_steps} with shared memory), {changed} of {lanes} lanes changed"
+        "{steps} of {all_steps} steps ({loads} loading, {stores} storing, {atomics} atomic, {shared_steps} with shared memory, {shuffles} shuffling), {changed} of {lanes} lanes changed"
     );
     #[cfg(not(target_arch = "wasm32"))]
     std::eprintln!("{summary}");
@@ -322,7 +374,8 @@ fn supported_blocks_of_the_suite_run_as_the_interpreter_runs_them() {
     assert!(
         steps * 4 > all_steps
             && changed * 2 > lanes
-            && (!native || loads + stores > 200 && shared_steps > 100 && atomics >= 16),
+            && (!native
+                || loads + stores > 200 && shared_steps > 100 && atomics >= 16 && shuffles >= 20 && steps == all_steps),
         "{summary}"
     );
 }
@@ -339,6 +392,7 @@ fn random_blocks_match_the_isa() {
         ALUS.into_iter().filter(|&op| supports(&Inst::Alu { op, d: 0, a: Src::Imm(0), b: Src::Imm(0) })).collect();
     let specials: Vec<Special> = SPECIALS.into_iter().chain((0..MAX_PARAMS as u8).map(Special::Param)).collect();
     let rounds = if cfg!(target_arch = "wasm32") { 20 } else { 150 };
+    let mut shuffles = 0;
     let mut memory = lane.memory();
     for round in 0..rounds {
         let value = |next: &mut dyn FnMut(u64) -> usize| match next(3) {
@@ -350,7 +404,13 @@ fn random_blocks_match_the_isa() {
         let grid = 1 + next((128 / ntid) as u64);
         let params = (0..next(MAX_PARAMS as u64 + 1)).map(|_| value(&mut next)).collect();
         let (first_tid, cta, l) = (4 * next(ntid as u64 / 4), next(grid as u64), next(4));
-        let ctx = Context { launch: Launch { grid, block: ntid, params }, first_tid, cta, lane: l };
+        // The warp's other lanes' registers, in the register rows (a shuffle's sources).
+        let warp = next(32);
+        let mut warp_regs: Vec<Vec<u32>> = (0..4).map(|_| (0..15).map(|_| value(&mut next)).collect()).collect();
+        warp_regs[l] = regs.clone();
+        lane.sync_registers(&mut memory, warp, &warp_regs);
+        let launch = Launch { grid, block: ntid, params };
+        let ctx = Context { launch, first_tid, cta, lane: l, warp, warp_regs };
         let global: Vec<u32> = (0..MachineSpec::second().global_words).map(|_| value(&mut next)).collect();
         lane.sync(&mut memory, &global);
         // A store or an atomic only last: a load after a store of the same word would read it in
@@ -372,7 +432,12 @@ fn random_blocks_match_the_isa() {
                         _ => Inst::AtomAdd { space: Space::Shared, d, a, off, v: b },
                     };
                 }
-                match next(11) {
+                match next(12) {
+                    // Offsets below the lanes mostly, so that most shuffles read another lane.
+                    11 => {
+                        let b = if next(4) > 0 { Src::Imm(next(6) as u32) } else { b };
+                        Inst::Shfl { mode: SHFLS[next(4)], d, a: r(&mut next), b }
+                    }
                     10 => Inst::Ld { space: Space::Global, d, a, off: next(1 << 9) as i32 - 256 },
                     8 | 9 => Inst::S2R { d, s: specials[next(specials.len() as u64)] },
                     0 => Inst::Mov { d, a },
@@ -382,23 +447,29 @@ fn random_blocks_match_the_isa() {
                 }
             })
             .collect();
+        // Lanes in turn: no instruction of the block writes a register a shuffle in it reads.
+        let shuffled: Vec<u8> = block.iter().filter_map(Inst::shuffle_source).collect();
+        if block.iter().any(|i| i.write().is_some_and(|d| shuffled.contains(&d))) {
+            continue;
+        }
+        shuffles += usize::from(!shuffled.is_empty());
         let mut want = regs.clone();
         let stores = reference(&block, &mut want, &ctx, &global, &[0; 32]);
         let got = lane.run(&block, &regs, &ctx, &memory);
         let at = alloc::format!("round {round}: {block:?} on {regs:x?} in {ctx:?}");
         assert_eq!(got, Ran::of(&want, stores), "{at}");
     }
+    assert!(shuffles * 10 > rounds, "{shuffles} blocks with a shuffle in {rounds}");
 }
 
 /// An instruction the executor does not compute writes nothing (it is left to the layers still
 /// to come), and what it does compute after it still runs.
 #[test]
 fn unsupported_instructions_write_nothing() {
-    use crate::qwengpu::isa::Shfl;
     let lane = Lane::new();
     let regs: Vec<u32> = (0..15).map(|r| 1000 + r).collect();
     let block = [
-        Inst::Shfl { mode: Shfl::Idx, d: 1, a: 8, b: Src::Imm(0) },
+        Inst::Alu { op: Alu::DivS, d: 1, a: Src::Reg(8), b: Src::Imm(3) },
         Inst::Alu { op: Alu::RemS, d: 2, a: Src::Reg(3), b: Src::Imm(1) },
         Inst::Alu { op: Alu::DivU, d: 4, a: Src::Reg(5), b: Src::Reg(6) },
         Inst::Set { cmp: Cmp::LtU, d: 7, a: Src::Reg(1), b: Src::Reg(2) },
@@ -406,7 +477,8 @@ fn unsupported_instructions_write_nothing() {
     assert!(block[..3].iter().all(|i| !supports(i)) && supports(&block[3]));
     let mut want: Vec<u32> = regs.clone();
     want[7] = 1;
-    let ctx = Context { launch: Launch { grid: 1, block: 4, params: vec![] }, first_tid: 0, cta: 0, lane: 0 };
+    let launch = Launch { grid: 1, block: 4, params: vec![] };
+    let ctx = Context { launch, first_tid: 0, cta: 0, lane: 0, warp: 0, warp_regs: vec![regs.clone(); 4] };
     let got = lane.run(&block, &regs, &ctx, &lane.memory());
     assert_eq!(got, Ran::of(&want, vec![Some((0, 0)); 4]));
 }
@@ -438,6 +510,7 @@ fn each_opcode_lights_its_source() {
             IsaOp::S2R(s) => vec![Source::Special(s)],
             IsaOp::Ld(Space::Global) | IsaOp::Atom(Space::Global) => vec![Source::Load],
             IsaOp::Ld(Space::Shared) | IsaOp::Atom(Space::Shared) => vec![Source::LoadShared],
+            IsaOp::Shfl(m) => vec![Source::Shfl(m)],
             _ => vec![],
         };
         assert_eq!(lit, want, "opcode {code} ({op:?})");

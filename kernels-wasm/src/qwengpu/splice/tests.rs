@@ -283,10 +283,11 @@ fn run_kernels(names: &[&str], max_steps: usize, context: Context) -> Vec<(&'sta
         splice.layers.iter().position(|l| matches!(l, Compiled::DeltaNet(w) if w.w_out.nonzero_rows().contains(&read)));
     let file = file.unwrap();
     let (layout, loaded) = splice.exec.load_layout();
-    // The first two mixers that write a loaded word: instruction 0's load and shared mixers.
+    // The first three mixers that write a loaded word: instruction 0's shuffle, load and shared
+    // mixers.
     let mut mixers = (0..splice.layers.len())
         .filter(|&i| matches!(&splice.layers[i], Compiled::DeltaNet(w) if w.w_out.nonzero_rows().contains(&loaded)));
-    let memory = (mixers.next().unwrap(), layout);
+    let memory = (mixers.nth(1).unwrap(), layout);
     let shared = (mixers.next().unwrap(), splice.exec.shared_layout());
     let mut rng = Rng::new(4);
     let new_run = || SplicedRun {
@@ -332,7 +333,7 @@ fn the_spliced_model_runs_a_kernels_blocks() {
     let (names, at_least): (&[&str], usize) = if cfg!(target_arch = "wasm32") {
         (&["warp_broadcast"], 20)
     } else {
-        (&["warp_broadcast", "gcd", "is_prime", "count_if"], 80)
+        (&["warp_broadcast", "gcd", "is_prime", "count_if", "shfl_edges"], 80)
     };
     // gcd's and is_prime's first 120 steps: their divisions' loops (§15) and gcd's own;
     // count_if's atomics (§16), each lane's read after the lane before it wrote.
