@@ -103,7 +103,7 @@ fn corrupt_checkpoints_are_named() {
 }
 
 /// On the real SmolLM2: `qwengpu splice -o`, then `qwengpu drift --load` from the files (KL 0,
-/// 10/10 prompts), the saved tokenizer giving the GGUF's ids.
+/// 10/10 prompts), the saved tokenizer giving the GGUF's ids, and `qwengpu run --load`.
 #[test]
 fn smollm2_spliced_to_disk_and_measured_from_it() {
     let Some(gguf) = std::env::var_os("SUBSTRATES_SMOLLM2_GGUF").filter(|p| !p.is_empty()) else {
@@ -129,5 +129,37 @@ fn smollm2_spliced_to_disk_and_measured_from_it() {
     let text = std::fs::read_to_string(native_host::qwengpu::drift::default_text()).unwrap();
     let gguf_tokenizer = native_host::ebpf::models::load(gguf.as_ref(), None).unwrap().tokenizer.unwrap();
     assert_eq!(checkpoint::tokenizer(&dir).unwrap().encode(&text).unwrap(), gguf_tokenizer.encode(&text).unwrap());
+    // A kernel outside the suite inside the checkpoint: SmolLM2's argmax picks every VAL token,
+    // and the arrays its store tokens carry are the plain Rust hash's.
+    let x = [1u32, 0x8000_0000, 0xdead_beef, u32::MAX];
+    let kernel = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kernels/rotate_hash.cu");
+    let out = Command::new(bin)
+        .args(["qwengpu", "run", kernel, "--json", "--block", "4", "--load"])
+        .arg(&dir)
+        .args([format!("--arg=[{}]", x.map(|v| v.to_string()).join(",")), "--arg=zeros:4".into()])
+        .args(["--arg=2", "--arg=4"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let hash =
+        |v: u32| (0..2).fold(v, |v, r| (v.rotate_left(5) ^ 0x9e37_79b9u32.wrapping_add(r)).wrapping_mul(0x85eb_ca6b));
+    let arrays: Vec<Vec<u32>> = serde_json::from_value(v["arrays"].clone()).unwrap();
+    assert_eq!(arrays, vec![x.to_vec(), x.map(hash).to_vec()], "{v}");
+    assert!(v["steps"].as_u64().unwrap() > 4 && v["tokens"].as_u64().unwrap() > 1000, "{v}");
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `run --load` names a directory that holds no checkpoint.
+#[test]
+fn run_from_a_missing_checkpoint_is_named() {
+    let kernel = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kernels/rotate_hash.cu");
+    let dir = scratch("missing");
+    let out = Command::new(env!("CARGO_BIN_EXE_native-host"))
+        .args(["qwengpu", "run", kernel, "--block", "4", "--arg=[1]", "--arg=zeros:1", "--arg=1", "--arg=1", "--load"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("config.json"), "{err}");
 }

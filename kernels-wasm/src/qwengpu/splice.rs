@@ -39,6 +39,7 @@
 //! not built, so at a step's last position the argmax is still the token the position holds.
 
 pub mod drift;
+pub mod launch;
 mod runner;
 pub mod text;
 

@@ -1,15 +1,26 @@
 //! `native-host qwengpu run FILE.cu|FILE.ptx --grid G --block B --arg …`: any kernel, not only
 //! the suite's, on the compiled layers, in lockstep with the interpreter after every step. The
 //! arrays come back through VAL tokens and are printed in parameter order.
+//!
+//! With `--load DIR` (a checkpoint `qwengpu splice -o DIR` wrote) or `--spliced` (-m's model
+//! spliced here), the kernel runs on the second machine inside the spliced language model
+//! (`kernels_wasm::qwengpu::splice::launch`): the model's argmax picks every VAL token, and the
+//! arrays are read from the store tokens it picked. The records still come from the host's
+//! interpreter (the sequencer is not built).
 
 use super::read_ptx;
+use super::{checkpoint, drift::model_path};
+use crate::ebpf::models;
 use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
 use kernels_wasm::qwengpu::args::{layout, parse, Arg};
 use kernels_wasm::qwengpu::compiled::Compiled;
 use kernels_wasm::qwengpu::interp::Machine;
 use kernels_wasm::qwengpu::isa::MachineSpec;
 use kernels_wasm::qwengpu::lower::compile as lower;
+use kernels_wasm::qwengpu::lower::Kernel;
 use kernels_wasm::qwengpu::run::Runner;
+use kernels_wasm::qwengpu::splice::{launch::launch, Runner as SplicedRunner, Splice};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -35,10 +46,23 @@ pub struct Args {
     /// Print `{"arrays": [[…], …], "steps": N, "tokens": N}` only.
     #[arg(long)]
     pub json: bool,
+    /// Run inside a spliced checkpoint (`qwengpu splice -o DIR`) instead of the first design's
+    /// compiled layers.
+    #[arg(long)]
+    pub load: Option<PathBuf>,
+    /// Run inside -m's text model spliced here (default: the SmolLM2 file `cargo xtask`
+    /// fetches).
+    #[arg(long, conflicts_with = "load")]
+    pub spliced: bool,
+    /// The text model for --spliced (GGUF or a Hugging Face directory).
+    #[arg(short, long, requires = "spliced")]
+    pub model: Option<PathBuf>,
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let spec = MachineSpec::default();
+    let inside = a.load.is_some() || a.spliced;
+    // The spliced model holds the second machine: no divider, lanes in turn, a 64-block ROM.
+    let spec = if inside { MachineSpec::second() } else { MachineSpec::default() };
     let ptx = read_ptx(&a.file)?;
     let kernel = lower(&ptx, a.kernel.as_deref(), &spec).with_context(|| format!("lowering {}", a.file.display()))?;
     let args: Vec<Arg> = a.args.iter().enumerate().map(|(i, t)| parse(i + 1, t)).collect::<Result<_, _>>()?;
@@ -46,22 +70,22 @@ pub fn run(a: Args) -> Result<()> {
     // The launch is checked here, before the layers are built (seconds), not after.
     Machine::new(spec, kernel.program.clone(), &l.memory, l.launch.clone())?;
     if !a.json {
-        eprintln!(
-            "{}: {} ROM blocks, grid {} × block {}; compiling the machine into layers …",
-            kernel.name,
-            kernel.program.blocks.len(),
-            a.grid,
-            a.block
-        );
+        let (blocks, on) = (kernel.program.blocks.len(), if inside { "the spliced model" } else { "layers" });
+        eprintln!("{}: {blocks} ROM blocks, grid {} × block {}; building {on} …", kernel.name, a.grid, a.block);
     }
-    let mut runner = Runner::new(Compiled::new(spec).context("compiling the machine")?);
-    runner.lockstep = true;
-    let report = runner
-        .launch(&kernel.program, &l.memory, &l.launch, a.max_steps)
-        .with_context(|| format!("running {} on the compiled layers", kernel.name))?;
-    let arrays = l.read_arrays(&report.global);
+    let (global, steps, tokens, how) = if inside {
+        in_the_model(&a, &kernel, (&l.memory, &l.launch), spec)?
+    } else {
+        let mut runner = Runner::new(Compiled::new(spec).context("compiling the machine")?);
+        runner.lockstep = true;
+        let report = runner
+            .launch(&kernel.program, &l.memory, &l.launch, a.max_steps)
+            .with_context(|| format!("running {} on the compiled layers", kernel.name))?;
+        (report.global, report.steps, report.tokens, "every step identical to the interpreter's".into())
+    };
+    let arrays = l.read_arrays(&global);
     if a.json {
-        println!("{}", serde_json::json!({ "arrays": arrays, "steps": report.steps, "tokens": report.tokens }));
+        println!("{}", serde_json::json!({ "arrays": arrays, "steps": steps, "tokens": tokens }));
         return Ok(());
     }
     // PTX names parameters after the mangled function (`_Z3addPjj_param_0`): number them instead.
@@ -70,6 +94,46 @@ pub fn run(a: Args) -> Result<()> {
         let words: Vec<String> = values.iter().map(u32::to_string).collect();
         println!("arg {i} = [{}]", words.join(", "));
     }
-    println!("{} machine steps, {} tokens (every step identical to the interpreter's)", report.steps, report.tokens);
+    println!("{steps} machine steps, {tokens} tokens ({how})");
     Ok(())
+}
+
+/// The launch inside the spliced model: global memory as its tokens carried it, the steps, the
+/// tokens, and what was checked.
+fn in_the_model(
+    a: &Args,
+    kernel: &Kernel,
+    (memory, launch_of): (&[u32], &kernels_wasm::qwengpu::interp::Launch),
+    spec: MachineSpec,
+) -> Result<(Vec<u32>, u64, u64, String)> {
+    let (config, model, splice, norms) = match &a.load {
+        Some(dir) => {
+            let c = checkpoint::load(dir)?;
+            (c.config, c.model, c.splice, Some(c.norms))
+        }
+        None => {
+            let path = model_path(a.model.clone())?;
+            let loaded = models::load(&path, None).with_context(|| format!("loading {}", path.display()))?;
+            (loaded.config, loaded.float, Splice::new(loaded.config)?, None)
+        }
+    };
+    let norms = norms.unwrap_or_else(|| splice.norms(&model));
+    let mut runner = SplicedRunner::spliced_with(config, &model, &splice, norms)?;
+    let bar = if a.json { ProgressBar::hidden() } else { ProgressBar::new_spinner() };
+    bar.set_style(ProgressStyle::with_template("  {spinner} {msg} ({elapsed})")?);
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    let out = launch(&mut runner, &splice, (spec, &kernel.program), memory, launch_of, a.max_steps, |steps, tokens| {
+        bar.set_message(match steps {
+            0 => format!("the prompt: {tokens} tokens (program image, launch, memory)"),
+            _ => format!("{steps} steps, {tokens} tokens"),
+        });
+    })
+    .with_context(|| format!("running {} inside the spliced model", kernel.name))?;
+    bar.finish_and_clear();
+    let how = format!(
+        "{} of the prompt; {} VAL tokens chosen by the model's argmax, carrying {} global stores, each \
+         the interpreter's; the records from the host's interpreter, as the sequencer is not built",
+        out.prompt, out.chosen, out.stores
+    );
+    Ok((out.global, out.steps, out.tokens, how))
 }

@@ -368,3 +368,48 @@ fn the_spliced_model_runs_the_suite() {
     std::eprintln!("{c:?}");
     assert!(c.executed > 10_000 && c.predicted > 18_000, "{c:?}");
 }
+
+/// Kernels launched inside the spliced model, one after another in one context with text
+/// between them: the model's argmax chooses every VAL token, and the arrays those tokens carry
+/// are the kernel's plain Rust reference's (`suite`'s, written apart from the machine).
+#[test]
+fn launched_kernels_give_their_plain_arrays() {
+    use super::launch::launch;
+    let (c, model) = llama();
+    let splice = Splice::new(c).unwrap();
+    let mut runner = Runner::spliced(c, &model, &splice).unwrap();
+    let spec = MachineSpec::second();
+    let names: &[&str] = if cfg!(target_arch = "wasm32") { &["warp_broadcast"] } else { &["reverse", "warp_scan"] };
+    let mut rng = Rng::new(5);
+    for k in suite::kernels().iter().filter(|k| names.contains(&k.name)) {
+        runner.forward_many(&tokens(&mut rng, 3, c.vocab)).unwrap();
+        let (kernel, p, _) = k.machine(k.ptx, &spec).unwrap();
+        let mut seen = 0;
+        let out = launch(&mut runner, &splice, (spec, &kernel.program), &p.memory, &p.launch, 10_000, |s, _| seen = s)
+            .unwrap_or_else(|e| panic!("{}: {e}", k.name));
+        let arrays: Vec<Vec<u32>> =
+            p.offsets.iter().zip(&p.arrays).map(|(&at, a)| out.global[at..at + a.len()].to_vec()).collect();
+        assert_eq!(arrays, k.expected(&p), "{}", k.name);
+        assert!(seen == out.steps && out.chosen > 50 && out.tokens > out.prompt + out.chosen, "{}: {out:?}", k.name);
+    }
+    assert!(names.len() < 2 || runner.position() > 1000);
+}
+
+/// A model that cannot name the step's values (its output layer emptied) is stopped at the
+/// first VAL token, which the error names.
+#[test]
+fn a_launch_stops_where_the_model_diverges() {
+    use super::launch::{launch, LaunchError};
+    let (c, model) = llama();
+    let mut splice = Splice::new(c).unwrap();
+    if let Some(Compiled::SwiGlu(output)) = splice.layers.last_mut() {
+        output.units.clear();
+    }
+    let mut runner = Runner::spliced(c, &model, &splice).unwrap();
+    let spec = MachineSpec::second();
+    let k = suite::kernels().into_iter().find(|k| k.name == "reverse").unwrap();
+    let (kernel, p, _) = k.machine(k.ptx, &spec).unwrap();
+    let e = launch(&mut runner, &splice, (spec, &kernel.program), &p.memory, &p.launch, 10_000, |_, _| ()).unwrap_err();
+    assert!(matches!(e, LaunchError::Diverged { step: 0, token: 1, .. }), "{e}");
+    assert!(e.to_string().starts_with("step 0 (warp 0, block 0), token 1: the model chose"), "{e}");
+}

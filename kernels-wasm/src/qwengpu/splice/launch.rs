@@ -1,0 +1,115 @@
+//! A kernel launched inside the spliced model (`docs/qwengpu-second-machine.md` §19): the host
+//! feeds the prompt (the reset record, the program image, the launch and global memory) and
+//! each step's record; the model's own argmax over its whole vocabulary picks every VAL token,
+//! which is fed back as the next input. The arrays are read from those tokens: the prompt's
+//! memory with each global store token the model generated written in.
+//!
+//! The records are the interpreter's (the sequencer that would let the model name them is not
+//! built), and it runs beside the model in lockstep: a VAL token that is not the interpreter's
+//! stops the launch with [`LaunchError::Diverged`], naming the step and the token. So every
+//! array printed was carried by tokens the model chose, and is the interpreter's.
+
+use super::{Runner, Splice, SpliceError};
+use crate::bitnet::model::sample::greedy as argmax;
+use crate::qwengpu::carry::block_carry;
+use crate::qwengpu::interp::{Launch, Machine, MachineError};
+use crate::qwengpu::isa::{MachineSpec, Program};
+use crate::qwengpu::machine_tokens::Token;
+use crate::qwengpu::register_file::{store_slots, ImageTooLarge, RegisterFile};
+use alloc::vec::Vec;
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LaunchError {
+    #[error(transparent)]
+    Machine(#[from] MachineError),
+    #[error(transparent)]
+    Image(#[from] ImageTooLarge),
+    #[error(transparent)]
+    Splice(#[from] SpliceError),
+    #[error("step {step} (warp {warp}, block {block}), token {token}: the model chose {got:?}, the interpreter has {want:?}")]
+    Diverged { step: u64, warp: usize, block: usize, token: usize, got: Option<Token>, want: Token },
+}
+
+/// What a launch left: global memory as the model's tokens carried it, and counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Launched {
+    pub global: Vec<u32>,
+    pub steps: u64,
+    /// Tokens fed: the prompt's, the records, and the VAL tokens the model chose.
+    pub tokens: u64,
+    pub prompt: u64,
+    /// VAL tokens the model's argmax chose (and the stores among them, three tokens each).
+    pub chosen: u64,
+    pub stores: u64,
+}
+
+/// Runs `program` with `memory` and `launch` on `spec` (`MachineSpec::second()`, the machine the
+/// splice holds) inside `runner`, at most `max_steps` steps; `progress(steps, tokens)` after
+/// each prompt token and each step.
+pub fn launch(
+    runner: &mut Runner,
+    splice: &Splice,
+    (spec, program): (MachineSpec, &Program),
+    memory: &[u32],
+    launch: &Launch,
+    max_steps: u64,
+    mut progress: impl FnMut(u64, u64),
+) -> Result<Launched, LaunchError> {
+    let mut m = Machine::new(spec, program.clone(), memory, launch.clone())?;
+    let rf = &splice.registers;
+    let prompt: Vec<Token> = rf.image_tokens(program, launch)?.into_iter().chain(rf.memory_tokens(memory)?).collect();
+    for (i, &t) in prompt.iter().enumerate() {
+        runner.forward(splice.token_id(t))?;
+        progress(0, i as u64 + 1);
+    }
+    let mut out = Launched {
+        global: m.global.clone(),
+        steps: 0,
+        tokens: prompt.len() as u64,
+        prompt: prompt.len() as u64,
+        chosen: 0,
+        stores: 0,
+    };
+    let carry = block_carry(program);
+    while !m.finished() {
+        if m.steps >= max_steps {
+            return Err(MachineError::StepLimit(max_steps).into());
+        }
+        let (step, stored) = m.step_stored()?.ok_or(MachineError::StepLimit(m.steps))?;
+        let live_out = carry[step.block].live_out_writes;
+        let want = RegisterFile::step_tokens(&step, live_out, &m.warps[step.warp].regs, &stored);
+        let mut logits = runner.forward(splice.token_id(want[0]))?;
+        // A lane's slots: two per live-out register, then three per store (index, low, high).
+        let regs = 2 * live_out.count_ones() as usize;
+        let spaces = store_slots(&program.blocks[step.block]);
+        let per_lane = regs + 3 * spaces.len();
+        let mut index = 0;
+        for (i, &w) in want.iter().enumerate().skip(1) {
+            let got = splice.machine_token(argmax(&logits) as usize);
+            let Some(Token::Val(v)) = got.filter(|&g| g == w) else {
+                let (step, warp, block) = (m.steps - 1, step.warp, step.block);
+                return Err(LaunchError::Diverged { step, warp, block, token: i, got, want: w });
+            };
+            logits = runner.forward(splice.token_id(Token::Val(v)))?;
+            out.chosen += 1;
+            // The model's store tokens write the host's copy of global memory.
+            let slot = (i - 1) % per_lane;
+            if slot >= regs {
+                let (k, part) = ((slot - regs) / 3, (slot - regs) % 3);
+                let global = !spaces[k].1;
+                let word = out.global.get_mut(index).filter(|_| global);
+                match (part, word) {
+                    (0, _) => index = v as usize,
+                    (1, Some(w)) => *w = (*w & 0xffff_0000) | u32::from(v),
+                    (2, Some(w)) => *w = (*w & 0xffff) | u32::from(v) << 16,
+                    _ => {}
+                }
+                out.stores += u64::from(part == 2 && global);
+            }
+        }
+        out.tokens += want.len() as u64;
+        out.steps = m.steps;
+        progress(out.steps, out.tokens);
+    }
+    Ok(out)
+}
