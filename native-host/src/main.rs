@@ -70,11 +70,15 @@ enum QwengpuCommand {
     /// operands checked against the ISA.
     Alu(native_host::qwengpu::alu::Args),
     /// Writes SmolLM2 (or -m MODEL) with the second machine spliced in as a checkpoint:
-    /// config.json, model.safetensors (compiled matrices as coordinates and values), tokenizer.json.
+    /// config.json, model.safetensors (compiled matrices as coordinates and values), tokenizer.json
+    /// and tokenizer_config.json (the chat template).
     Splice(native_host::qwengpu::checkpoint::Args),
     /// The second machine spliced into SmolLM2 (or -m MODEL): KL(plain ‖ spliced) over English
     /// text, and greedy continuations of ten prompts compared.
     Drift(native_host::qwengpu::drift::Args),
+    /// A conversation with the spliced model (or --load DIR): text turns, and kernels launched
+    /// from a turn (/run NAME|FILE …, /cuda … /end) whose steps the model generates.
+    Chat(native_host::qwengpu::chat::Args),
     /// The suite on a real NVIDIA GPU: --emit writes nvcc harnesses and run.sh; --compare checks
     /// what they printed against the plain Rust versions.
     Nvcc(native_host::qwengpu::nvcc::Args),
@@ -151,6 +155,7 @@ async fn main() -> Result<()> {
         Command::Qwengpu(QwengpuCommand::Carry(args)) => native_host::qwengpu::carry::run(args),
         Command::Qwengpu(QwengpuCommand::Alu(args)) => native_host::qwengpu::alu::run(args),
         Command::Qwengpu(QwengpuCommand::Drift(args)) => native_host::qwengpu::drift::run(args),
+        Command::Qwengpu(QwengpuCommand::Chat(args)) => native_host::qwengpu::chat::run(args),
         Command::Qwengpu(QwengpuCommand::Splice(args)) => native_host::qwengpu::checkpoint::run(args),
         Command::Qwengpu(QwengpuCommand::Nvcc(args)) => native_host::qwengpu::nvcc::run(args),
         Command::Gpu(GpuCommand::Bench(args)) => native_host::gpu::bench(args),

@@ -103,7 +103,8 @@ fn corrupt_checkpoints_are_named() {
 }
 
 /// On the real SmolLM2: `qwengpu splice -o`, then `qwengpu drift --load` from the files (KL 0,
-/// 10/10 prompts), the saved tokenizer giving the GGUF's ids, and `qwengpu run --load`.
+/// 10/10 prompts), the saved tokenizer giving the GGUF's ids and chat template, and `qwengpu run
+/// --load`.
 #[test]
 fn smollm2_spliced_to_disk_and_measured_from_it() {
     let Some(gguf) = std::env::var_os("SUBSTRATES_SMOLLM2_GGUF").filter(|p| !p.is_empty()) else {
@@ -128,7 +129,10 @@ fn smollm2_spliced_to_disk_and_measured_from_it() {
     assert_eq!((d.positions, d.mean_kl, d.max_kl, d.greedy_identical), (40, 0.0, 0.0, 10));
     let text = std::fs::read_to_string(native_host::qwengpu::drift::default_text()).unwrap();
     let gguf_tokenizer = native_host::ebpf::models::load(gguf.as_ref(), None).unwrap().tokenizer.unwrap();
-    assert_eq!(checkpoint::tokenizer(&dir).unwrap().encode(&text).unwrap(), gguf_tokenizer.encode(&text).unwrap());
+    let saved = checkpoint::tokenizer(&dir).unwrap();
+    assert_eq!(saved.encode(&text).unwrap(), gguf_tokenizer.encode(&text).unwrap());
+    // `chat --load` opens with the GGUF's default system turn.
+    assert!(saved.default_system.is_some() && saved.default_system == gguf_tokenizer.default_system);
     // A kernel outside the suite inside the checkpoint: SmolLM2's argmax picks every VAL token,
     // and the arrays its store tokens carry are the plain Rust hash's.
     let x = [1u32, 0x8000_0000, 0xdead_beef, u32::MAX];

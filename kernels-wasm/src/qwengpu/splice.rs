@@ -38,6 +38,7 @@
 //! step whose next slot is set, the model's argmax is that slot's VAL token. The sequencer is
 //! not built, so at a step's last position the argmax is still the token the position holds.
 
+pub mod chat;
 pub mod drift;
 pub mod launch;
 mod runner;

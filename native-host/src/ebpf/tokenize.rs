@@ -31,6 +31,8 @@ pub struct TextTokenizer {
     inner: tokenizers::Tokenizer,
     /// The system turn the model's chat template adds when none is given (SmolLM2 has one).
     pub default_system: Option<String>,
+    /// The chat template the model came with (a GGUF's `tokenizer.chat_template`).
+    pub chat_template: Option<String>,
 }
 
 impl TextTokenizer {
@@ -53,7 +55,13 @@ impl TextTokenizer {
                 .unwrap_or("no message");
             load(format!("malformed tokenizer.json (the tokenizers crate gave up: {what})"))
         })?;
-        Ok(TextTokenizer { inner: parsed.map_err(|e| load(e.to_string()))?, default_system: None })
+        Ok(TextTokenizer { inner: parsed.map_err(|e| load(e.to_string()))?, default_system: None, chat_template: None })
+    }
+
+    /// Takes `template` as the model's chat template (from a `tokenizer_config.json`).
+    pub fn with_chat_template(self, template: &str) -> Self {
+        let default_system = default_system(template);
+        TextTokenizer { default_system, chat_template: Some(template.into()), ..self }
     }
 
     /// The tokenizer a GGUF file carries (`tokenizer.ggml.*`): byte-level BPE (`model = gpt2`)
@@ -115,8 +123,11 @@ impl TextTokenizer {
             .map(|(_, s)| AddedToken::from(s.to_string(), true))
             .collect();
         inner.add_special_tokens(&special);
-        let template = g.get("tokenizer.chat_template").and_then(Value::as_str).unwrap_or("");
-        Ok(TextTokenizer { inner, default_system: default_system(template) })
+        let plain = TextTokenizer { inner, default_system: None, chat_template: None };
+        Ok(match g.get("tokenizer.chat_template").and_then(Value::as_str) {
+            Some(template) => plain.with_chat_template(template),
+            None => plain,
+        })
     }
 
     /// ChatML for one user turn, ready for the assistant's answer, with the template's default

@@ -51,7 +51,10 @@ pub const FORMAT: &str = "substrates-qwengpu-spliced";
 /// 8: the second machine's spec (`MachineSpec::second`: no divider, 64 ROM blocks), so 64
 /// blocks in the record tokens' field and the register file's block one-hot.
 /// 9: atomics (the executor's atomic flag and sum; an atomic's write is a store slot).
-pub const VERSION: u32 = 11;
+/// 10: the reset record; 11: shuffles (the register file's rows beside the executor).
+/// 12: text positions attend to text positions only, at RoPE positions that count text tokens
+/// (the same weights, read as a different model: docs/qwengpu-second-machine.md §20).
+pub const VERSION: u32 = 12;
 
 /// The text model: its shape, what it was read from, and whether its head is its embedding.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -472,10 +475,19 @@ pub fn load(dir: &Path) -> Result<Loaded> {
     load().with_context(|| format!("loading the spliced checkpoint {}", dir.display()))
 }
 
-/// The tokenizer a checkpoint directory carries.
+/// The tokenizer a checkpoint directory carries, with its chat template where
+/// `tokenizer_config.json` gives one.
 pub fn tokenizer(dir: &Path) -> Result<TextTokenizer> {
     let path = dir.join("tokenizer.json");
-    TextTokenizer::from_file(&path).with_context(|| format!("the checkpoint's tokenizer ({})", path.display()))
+    let t =
+        TextTokenizer::from_file(&path).with_context(|| format!("the checkpoint's tokenizer ({})", path.display()))?;
+    let config = dir.join("tokenizer_config.json");
+    let Ok(text) = std::fs::read_to_string(&config) else { return Ok(t) };
+    let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{}", config.display()))?;
+    Ok(match v.get("chat_template").and_then(serde_json::Value::as_str) {
+        Some(template) => t.with_chat_template(template),
+        None => t,
+    })
 }
 
 #[derive(clap::Args)]
@@ -484,7 +496,8 @@ pub struct Args {
     /// the SmolLM2-135M-Instruct file `cargo xtask` fetches.
     #[arg(short, long)]
     pub model: Option<PathBuf>,
-    /// The directory to write config.json, model.safetensors and tokenizer.json into.
+    /// The directory to write config.json, model.safetensors, tokenizer.json and
+    /// tokenizer_config.json into.
     #[arg(short, long)]
     pub out: PathBuf,
 }
@@ -497,6 +510,10 @@ pub fn run(a: Args) -> Result<()> {
     let bytes = write(&a.out, loaded.config, &loaded.float, &splice, &norms, &loaded.format)?;
     if let Some(t) = &loaded.tokenizer {
         t.save(&a.out.join("tokenizer.json"))?;
+        // The chat template travels as Hugging Face keeps it, beside the tokenizer.
+        let config = serde_json::json!({ "chat_template": t.chat_template });
+        let path = a.out.join("tokenizer_config.json");
+        std::fs::write(&path, config.to_string()).with_context(|| format!("writing {}", path.display()))?;
     }
     let s = splice.sizes();
     println!("{} ({}) spliced into {}:", path.display(), loaded.format, a.out.display());

@@ -4,6 +4,7 @@
 pub mod alu;
 pub mod bench;
 pub mod carry;
+pub mod chat;
 pub mod checkpoint;
 pub mod drift;
 pub mod nvcc;

@@ -11,8 +11,10 @@
 use super::read_ptx;
 use super::{checkpoint, drift::model_path};
 use crate::ebpf::models;
+use crate::ebpf::tokenize::TextTokenizer;
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+use kernels_wasm::qwen3::model::{Config, FloatModel};
 use kernels_wasm::qwengpu::args::{layout, parse, Arg};
 use kernels_wasm::qwengpu::compiled::Compiled;
 use kernels_wasm::qwengpu::interp::Machine;
@@ -20,8 +22,10 @@ use kernels_wasm::qwengpu::isa::MachineSpec;
 use kernels_wasm::qwengpu::lower::compile as lower;
 use kernels_wasm::qwengpu::lower::Kernel;
 use kernels_wasm::qwengpu::run::Runner;
-use kernels_wasm::qwengpu::splice::{launch::launch, Runner as SplicedRunner, Splice};
-use std::path::PathBuf;
+use kernels_wasm::qwengpu::splice::launch::{launch, Fed};
+use kernels_wasm::qwengpu::splice::StreamNorms;
+use kernels_wasm::qwengpu::splice::{Runner as SplicedRunner, Splice};
+use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -106,27 +110,13 @@ fn in_the_model(
     (memory, launch_of): (&[u32], &kernels_wasm::qwengpu::interp::Launch),
     spec: MachineSpec,
 ) -> Result<(Vec<u32>, u64, u64, String)> {
-    let (config, model, splice, norms) = match &a.load {
-        Some(dir) => {
-            let c = checkpoint::load(dir)?;
-            (c.config, c.model, c.splice, Some(c.norms))
-        }
-        None => {
-            let path = model_path(a.model.clone())?;
-            let loaded = models::load(&path, None).with_context(|| format!("loading {}", path.display()))?;
-            (loaded.config, loaded.float, Splice::new(loaded.config)?, None)
-        }
-    };
-    let norms = norms.unwrap_or_else(|| splice.norms(&model));
+    let SplicedModel { config, model, splice, norms, .. } = spliced_model(a.load.as_deref(), a.model.clone())?;
     let mut runner = SplicedRunner::spliced_with(config, &model, &splice, norms)?;
     let bar = if a.json { ProgressBar::hidden() } else { ProgressBar::new_spinner() };
     bar.set_style(ProgressStyle::with_template("  {spinner} {msg} ({elapsed})")?);
     bar.enable_steady_tick(std::time::Duration::from_millis(200));
-    let out = launch(&mut runner, &splice, (spec, &kernel.program), memory, launch_of, a.max_steps, |steps, tokens| {
-        bar.set_message(match steps {
-            0 => format!("the prompt: {tokens} tokens (program image, launch, memory)"),
-            _ => format!("{steps} steps, {tokens} tokens"),
-        });
+    let out = launch(&mut runner, &splice, (spec, &kernel.program), memory, launch_of, a.max_steps, |f| {
+        bar.set_message(progress(f))
     })
     .with_context(|| format!("running {} inside the spliced model", kernel.name))?;
     bar.finish_and_clear();
@@ -136,4 +126,35 @@ fn in_the_model(
         out.prompt, out.chosen, out.stores
     );
     Ok((out.global, out.steps, out.tokens, how))
+}
+
+/// The progress line of a launch inside the spliced model.
+pub fn progress(f: Fed) -> String {
+    match f.steps {
+        0 => format!("the prompt: {} tokens (program image, launch, memory)", f.tokens),
+        s => format!("{s} steps, {} tokens", f.tokens),
+    }
+}
+
+/// The text model with the second machine spliced in: from a checkpoint, or -m's model (default
+/// SmolLM2) spliced here.
+pub struct SplicedModel {
+    pub config: Config,
+    pub model: FloatModel,
+    pub splice: Splice,
+    pub norms: StreamNorms,
+    pub tokenizer: Option<TextTokenizer>,
+}
+
+pub fn spliced_model(load: Option<&Path>, model: Option<PathBuf>) -> Result<SplicedModel> {
+    if let Some(dir) = load {
+        let c = checkpoint::load(dir)?;
+        let tokenizer = Some(checkpoint::tokenizer(dir)?);
+        return Ok(SplicedModel { config: c.config, model: c.model, splice: c.splice, norms: c.norms, tokenizer });
+    }
+    let path = model_path(model)?;
+    let loaded = models::load(&path, None).with_context(|| format!("loading {}", path.display()))?;
+    let splice = Splice::new(loaded.config)?;
+    let norms = splice.norms(&loaded.float);
+    Ok(SplicedModel { config: loaded.config, model: loaded.float, splice, norms, tokenizer: loaded.tokenizer })
 }

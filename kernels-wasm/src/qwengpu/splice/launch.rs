@@ -9,6 +9,7 @@
 //! stops the launch with [`LaunchError::Diverged`], naming the step and the token. So every
 //! array printed was carried by tokens the model chose, and is the interpreter's.
 
+use super::drift::CHUNK;
 use super::{Runner, Splice, SpliceError};
 use crate::bitnet::model::sample::greedy as argmax;
 use crate::qwengpu::carry::block_carry;
@@ -43,9 +44,19 @@ pub struct Launched {
     pub stores: u64,
 }
 
+/// One token a launch fed the model: `chosen` where the model's argmax picked it (a VAL token),
+/// else the host's (the prompt and the records); `steps` begun (the prompt's are 0) and `tokens`
+/// fed so far, this one included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fed {
+    pub token: Token,
+    pub chosen: bool,
+    pub steps: u64,
+    pub tokens: u64,
+}
+
 /// Runs `program` with `memory` and `launch` on `spec` (`MachineSpec::second()`, the machine the
-/// splice holds) inside `runner`, at most `max_steps` steps; `progress(steps, tokens)` after
-/// each prompt token and each step.
+/// splice holds) inside `runner`, at most `max_steps` steps; `fed` hears of every token.
 pub fn launch(
     runner: &mut Runner,
     splice: &Splice,
@@ -53,14 +64,17 @@ pub fn launch(
     memory: &[u32],
     launch: &Launch,
     max_steps: u64,
-    mut progress: impl FnMut(u64, u64),
+    mut fed: impl FnMut(Fed),
 ) -> Result<Launched, LaunchError> {
     let mut m = Machine::new(spec, program.clone(), memory, launch.clone())?;
     let rf = &splice.registers;
     let prompt: Vec<Token> = rf.image_tokens(program, launch)?.into_iter().chain(rf.memory_tokens(memory)?).collect();
-    for (i, &t) in prompt.iter().enumerate() {
-        runner.forward(splice.token_id(t))?;
-        progress(0, i as u64 + 1);
+    // The prompt is the host's: it runs CHUNK positions at a time (the same bits as one by one).
+    for (c, chunk) in prompt.chunks(CHUNK).enumerate() {
+        runner.forward_many(&chunk.iter().map(|&t| splice.token_id(t)).collect::<Vec<_>>())?;
+        for (i, &t) in chunk.iter().enumerate() {
+            fed(Fed { token: t, chosen: false, steps: 0, tokens: (c * CHUNK + i) as u64 + 1 });
+        }
     }
     let mut out = Launched {
         global: m.global.clone(),
@@ -79,6 +93,8 @@ pub fn launch(
         let live_out = carry[step.block].live_out_writes;
         let want = RegisterFile::step_tokens(&step, live_out, &m.warps[step.warp].regs, &stored);
         let mut logits = runner.forward(splice.token_id(want[0]))?;
+        out.tokens += 1;
+        fed(Fed { token: want[0], chosen: false, steps: m.steps, tokens: out.tokens });
         // A lane's slots: two per live-out register, then three per store (index, low, high).
         let regs = 2 * live_out.count_ones() as usize;
         let spaces = store_slots(&program.blocks[step.block]);
@@ -92,6 +108,8 @@ pub fn launch(
             };
             logits = runner.forward(splice.token_id(Token::Val(v)))?;
             out.chosen += 1;
+            out.tokens += 1;
+            fed(Fed { token: Token::Val(v), chosen: true, steps: m.steps, tokens: out.tokens });
             // The model's store tokens write the host's copy of global memory.
             let slot = (i - 1) % per_lane;
             if slot >= regs {
@@ -107,9 +125,7 @@ pub fn launch(
                 out.stores += u64::from(part == 2 && global);
             }
         }
-        out.tokens += want.len() as u64;
         out.steps = m.steps;
-        progress(out.steps, out.tokens);
     }
     Ok(out)
 }

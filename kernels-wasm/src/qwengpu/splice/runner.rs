@@ -23,6 +23,12 @@ pub struct Runner<'a> {
     /// Per layer, every position's keys (then values), `kv_rows` each.
     keys: Vec<Vec<f32>>,
     values: Vec<Vec<f32>>,
+    /// Spliced only: per layer, the keys (then values) of the text positions alone, which are
+    /// all a text position attends to (§20).
+    text_keys: Vec<Vec<f32>>,
+    text_values: Vec<Vec<f32>>,
+    /// Text tokens run so far: the RoPE position of the next token.
+    text_positions: usize,
     /// Per compiled DeltaNet layer, its recurrent state and the channels it writes (`None` for
     /// the SwiGLU layers).
     states: Vec<Option<(DeltaNet, Vec<usize>)>>,
@@ -47,6 +53,9 @@ impl<'a> Runner<'a> {
             order: Vec::new(),
             keys: vec![Vec::new(); config.layers],
             values: vec![Vec::new(); config.layers],
+            text_keys: vec![Vec::new(); config.layers],
+            text_values: vec![Vec::new(); config.layers],
+            text_positions: 0,
             states: Vec::new(),
             machine_stream: Vec::new(),
         })
@@ -98,6 +107,8 @@ impl<'a> Runner<'a> {
     /// Forgets every position.
     pub fn reset(&mut self) {
         self.keys.iter_mut().chain(&mut self.values).for_each(Vec::clear);
+        self.text_keys.iter_mut().chain(&mut self.text_values).for_each(Vec::clear);
+        self.text_positions = 0;
         if let Some(s) = self.splice {
             self.states = s
                 .layers
@@ -158,11 +169,21 @@ impl<'a> Runner<'a> {
             }
             xs.push(x);
         }
-        let start = self.position();
-        let tables: Vec<_> = (0..xs.len()).map(|t| text::rope_table(c.rope_theta, c.head_dim, start + t)).collect();
+        // Only text tokens take RoPE positions: a machine token sits at the position the next
+        // text token will have, so the text around a launch is positioned as if it were not there.
+        let texts: Vec<bool> = tokens.iter().map(|&t| t < c.vocab).collect();
+        let mut at = self.text_positions;
+        let tables: Vec<_> = texts
+            .iter()
+            .map(|&text| {
+                at += usize::from(text);
+                text::rope_table(c.rope_theta, c.head_dim, at - usize::from(text))
+            })
+            .collect();
         for i in 0..c.layers {
-            self.text_layer(i, &mut xs, &tables);
+            self.text_layer(i, &mut xs, &tables, &texts);
         }
+        self.text_positions = at;
         let ns: Vec<Vec<f32>> = xs.iter().map(|x| text::rms_norm(x, &self.final_norm, self.eps)).collect();
         let mut logits = vec![text::zeros(self.vocab_size()); xs.len()];
         let heads: Vec<&mut [f32]> = logits.iter_mut().map(|l| &mut l[..c.vocab]).collect();
@@ -178,7 +199,7 @@ impl<'a> Runner<'a> {
     }
 
     /// Decoder layer `i` (the reference's steps) on the text's channels of each position's `x`.
-    fn text_layer(&mut self, i: usize, xs: &mut [Vec<f32>], tables: &[Vec<(f32, f32)>]) {
+    fn text_layer(&mut self, i: usize, xs: &mut [Vec<f32>], tables: &[Vec<(f32, f32)>], texts: &[bool]) {
         let (c, l) = (self.config, &self.model.layers[i]);
         let (h, hd, n) = (c.hidden, c.head_dim, xs.len());
         let normed: Vec<Vec<f32>> = xs.iter().map(|x| text::rms_norm(x, &self.input_norms[i], self.eps)).collect();
@@ -187,7 +208,8 @@ impl<'a> Runner<'a> {
         text::matmul(&l.q, &inputs, q.iter_mut().map(|v| &mut v[..]).collect());
         text::matmul(&l.k, &inputs, k.iter_mut().map(|v| &mut v[..]).collect());
         text::matmul(&l.v, &inputs, v.iter_mut().map(|v| &mut v[..]).collect());
-        let first = self.keys[i].len();
+        let (first, text_first) = (self.keys[i].len(), self.text_keys[i].len());
+        let spliced = self.splice.is_some();
         for t in 0..n {
             let (q, k, v) = (&mut q[t], &mut k[t], &mut v[t]);
             if c.qkv_bias {
@@ -207,13 +229,24 @@ impl<'a> Runner<'a> {
             }
             self.keys[i].extend_from_slice(k);
             self.values[i].extend_from_slice(v);
+            if spliced && texts[t] {
+                self.text_keys[i].extend_from_slice(k);
+                self.text_values[i].extend_from_slice(v);
+            }
         }
         let group = c.heads / c.kv_heads;
         let mut attn = outputs(n, c.q_rows());
         for (t, out) in attn.iter_mut().enumerate() {
-            // Causal: position t sees the cache up to itself.
-            let end = first + (t + 1) * c.kv_rows();
-            let (keys, values) = (&self.keys[i][..end], &self.values[i][..end]);
+            // Causal: position t sees the cache up to itself; a text position in the spliced
+            // model sees the text positions alone (§20), so the machine's tokens take none of
+            // its attention and a conversation's text runs as the plain model would run it.
+            let (keys, values) = if spliced && texts[t] {
+                let end = text_first + texts[..=t].iter().filter(|&&x| x).count() * c.kv_rows();
+                (&self.text_keys[i][..end], &self.text_values[i][..end])
+            } else {
+                let end = first + (t + 1) * c.kv_rows();
+                (&self.keys[i][..end], &self.values[i][..end])
+            };
             for (head, out) in out.chunks_exact_mut(hd).enumerate() {
                 text::attend(&q[t][head * hd..][..hd], keys, values, c.kv_rows(), head / group * hd, out);
             }

@@ -358,11 +358,11 @@ fn kernels_run_one_after_the_other_in_one_context() {
     assert!(why.contains(": count_if: step "), "without the reset record: {why:?}");
 }
 
-/// The same through all 49 suite kernels (about 28 minutes in release: run it with
+/// The same through all 49 suite kernels (about 29 minutes in release: run it with
 /// `cargo test --release -p kernels-wasm --lib -- --ignored the_spliced_model_runs_the_suite`).
 #[cfg(not(target_arch = "wasm32"))]
 #[test]
-#[ignore = "the whole suite, about 28 minutes in release"]
+#[ignore = "the whole suite, about 29 minutes in release"]
 fn the_spliced_model_runs_the_suite() {
     let c = exact(run_kernels(&[], usize::MAX, Context::Fresh));
     std::eprintln!("{c:?}");
@@ -385,8 +385,9 @@ fn launched_kernels_give_their_plain_arrays() {
         runner.forward_many(&tokens(&mut rng, 3, c.vocab)).unwrap();
         let (kernel, p, _) = k.machine(k.ptx, &spec).unwrap();
         let mut seen = 0;
-        let out = launch(&mut runner, &splice, (spec, &kernel.program), &p.memory, &p.launch, 10_000, |s, _| seen = s)
-            .unwrap_or_else(|e| panic!("{}: {e}", k.name));
+        let out =
+            launch(&mut runner, &splice, (spec, &kernel.program), &p.memory, &p.launch, 10_000, |f| seen = f.steps)
+                .unwrap_or_else(|e| panic!("{}: {e}", k.name));
         let arrays: Vec<Vec<u32>> =
             p.offsets.iter().zip(&p.arrays).map(|(&at, a)| out.global[at..at + a.len()].to_vec()).collect();
         assert_eq!(arrays, k.expected(&p), "{}", k.name);
@@ -409,7 +410,7 @@ fn a_launch_stops_where_the_model_diverges() {
     let spec = MachineSpec::second();
     let k = suite::kernels().into_iter().find(|k| k.name == "reverse").unwrap();
     let (kernel, p, _) = k.machine(k.ptx, &spec).unwrap();
-    let e = launch(&mut runner, &splice, (spec, &kernel.program), &p.memory, &p.launch, 10_000, |_, _| ()).unwrap_err();
+    let e = launch(&mut runner, &splice, (spec, &kernel.program), &p.memory, &p.launch, 10_000, |_| ()).unwrap_err();
     assert!(matches!(e, LaunchError::Diverged { step: 0, token: 1, .. }), "{e}");
     assert!(e.to_string().starts_with("step 0 (warp 0, block 0), token 1: the model chose"), "{e}");
 }
