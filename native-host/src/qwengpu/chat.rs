@@ -26,7 +26,7 @@ use kernels_wasm::qwengpu::machine_tokens::Token;
 use kernels_wasm::qwengpu::splice::chat::{By, Chat};
 use kernels_wasm::qwengpu::splice::Runner;
 use kernels_wasm::qwengpu::suite;
-use std::io::{BufRead, Write};
+use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -164,13 +164,22 @@ fn turns(say: Vec<String>) -> Box<dyn Iterator<Item = Result<String>>> {
         return Box::new(say.into_iter().map(Ok));
     }
     let mut lines = std::io::stdin().lock().lines();
+    // A prompt where a person types; none where a file or a pipe feeds the turns.
+    let person = std::io::stdin().is_terminal();
+    let ask = move |what: &str| {
+        if person {
+            eprint!("{what}");
+        }
+    };
     Box::new(std::iter::from_fn(move || {
+        ask("\nyou> ");
         let mut turn = match lines.next()? {
             Ok(l) => l,
             Err(e) => return Some(Err(e.into())),
         };
         if turn.trim_start().starts_with("/cuda") {
             loop {
+                ask("cuda> ");
                 match lines.next() {
                     Some(Ok(l)) if l.trim() == "/end" => break,
                     Some(Ok(l)) => turn = format!("{turn}\n{l}"),
