@@ -109,12 +109,10 @@ fn a_conversation_launches_two_kernels_inside_smollm2() {
     let vocab = loaded.config.vocab;
     let mut spliced = Runner::spliced(loaded.config, &loaded.float, &splice).unwrap();
     let (mut chosen, mut vals) = (0, 0);
-    for (start, chunk) in
-        (0..t.context.len()).step_by(CHUNK).map(|s| (s, &t.context[s..(s + CHUNK).min(t.context.len())]))
-    {
+    for (c, chunk) in t.context.chunks(CHUNK).enumerate() {
         let ids: Vec<usize> = chunk.iter().map(|&(id, _)| id).collect();
         let logits = spliced.forward_many(&ids).unwrap();
-        for (p, l) in (start + 1..).zip(&logits) {
+        for (p, l) in (c * CHUNK + 1..).zip(&logits) {
             let Some(&(id, By::Model)) = t.context.get(p) else { continue };
             assert_eq!(argmax(l) as usize, id, "position {p}");
             chosen += 1;

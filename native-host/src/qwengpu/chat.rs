@@ -12,16 +12,13 @@
 //! record, the model's argmax picks every VAL token, the host writes the arrays those tokens
 //! carried into the reply as text, and the model goes on from there until `<|im_end|>`.
 
-use super::run::{progress, spliced_model, SplicedModel};
+use super::run::{lay_out, progress, spinner, spliced_model, SplicedModel};
 use super::{read_ptx, source::cuda_source_to_ptx, Filter};
 use crate::ebpf::tokenize::TextTokenizer;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Parser;
-use indicatif::{ProgressBar, ProgressStyle};
-use kernels_wasm::qwengpu::args::{layout, parse, Arg};
-use kernels_wasm::qwengpu::interp::{Launch, Machine};
+use kernels_wasm::qwengpu::args::Layout;
 use kernels_wasm::qwengpu::isa::{MachineSpec, Program};
-use kernels_wasm::qwengpu::lower::compile as lower;
 use kernels_wasm::qwengpu::machine_tokens::Token;
 use kernels_wasm::qwengpu::splice::chat::{By, Chat};
 use kernels_wasm::qwengpu::splice::Runner;
@@ -73,10 +70,7 @@ pub struct Reply {
 struct Ready {
     name: String,
     program: Program,
-    memory: Vec<u32>,
-    launch: Launch,
-    /// Each array's first word and length, in parameter order.
-    arrays: Vec<(usize, usize)>,
+    layout: Layout,
     /// The suite's plain Rust arrays, for a suite kernel.
     expected: Option<Vec<Vec<u32>>>,
 }
@@ -121,10 +115,10 @@ fn kernel_of(turn: &str, spec: &MachineSpec) -> Result<Option<Ready>> {
             bail!("{target} is a suite kernel: it brings its own launch and inputs (give a file to choose them)");
         }
         let (kernel, p, _) = k.machine(k.ptx, spec).map_err(|e| anyhow!("{target}: {e}"))?;
-        let arrays = p.offsets.iter().zip(&p.arrays).map(|(&o, a)| (o, a.len())).collect();
         let expected = Some(k.expected(&p));
-        let (program, memory, launch) = (kernel.program, p.memory, p.launch);
-        return Ok(Some(Ready { name: target.into(), program, memory, launch, arrays, expected }));
+        let arrays = p.offsets.iter().zip(&p.arrays).map(|(&o, a)| (o, a.len())).collect();
+        let layout = Layout { memory: p.memory, launch: p.launch, arrays };
+        return Ok(Some(Ready { name: target.into(), program: kernel.program, layout, expected }));
     }
     let path = PathBuf::from(target);
     if !path.is_file() {
@@ -136,18 +130,8 @@ fn kernel_of(turn: &str, spec: &MachineSpec) -> Result<Option<Ready>> {
 
 fn from_ptx(ptx: &str, what: &str, line: &LaunchLine, spec: &MachineSpec) -> Result<Ready> {
     let block = line.block.ok_or_else(|| anyhow!("{what}: give --block (threads per block)"))?;
-    let kernel = lower(ptx, line.kernel.as_deref(), spec).with_context(|| format!("lowering {what}"))?;
-    let args: Vec<Arg> = line.args.iter().enumerate().map(|(i, t)| parse(i + 1, t)).collect::<Result<_, _>>()?;
-    let l = layout(&kernel, &args, line.grid, block, spec)?;
-    Machine::new(*spec, kernel.program.clone(), &l.memory, l.launch.clone())?;
-    Ok(Ready {
-        name: kernel.name,
-        program: kernel.program,
-        memory: l.memory,
-        launch: l.launch,
-        arrays: l.arrays,
-        expected: None,
-    })
+    let (kernel, _, layout) = lay_out(ptx, what, line.kernel.as_deref(), (line.grid, block), &line.args, spec)?;
+    Ok(Ready { name: kernel.name, program: kernel.program, layout, expected: None })
 }
 
 /// The single id of a special token such as `<|im_end|>`.
@@ -266,12 +250,10 @@ pub fn run(a: Args) -> Result<()> {
 /// One launch in the conversation, streamed as a progress line; what the host then writes into
 /// the reply: the arrays as the model's VAL tokens carried them.
 fn launch(chat: &mut Chat, r: &Ready, spec: MachineSpec, max_steps: u64) -> Result<String> {
-    let bar = ProgressBar::new_spinner();
-    bar.set_style(ProgressStyle::with_template("  {spinner} {msg} ({elapsed})")?);
-    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    let bar = spinner()?;
     let mut last = String::new();
     let out = chat
-        .launch((spec, &r.program), &r.memory, &r.launch, max_steps, |f| {
+        .launch((spec, &r.program), &r.layout.memory, &r.layout.launch, max_steps, |f| {
             if let Token::Record { warp, block, .. } = f.token {
                 last = format!(": warp {warp} ran block {block}");
             }
@@ -279,8 +261,7 @@ fn launch(chat: &mut Chat, r: &Ready, spec: MachineSpec, max_steps: u64) -> Resu
         })
         .with_context(|| format!("running {} inside the spliced model", r.name))?;
     bar.finish_and_clear();
-    let arrays: Vec<Vec<u32>> =
-        r.arrays.iter().map(|&(o, n)| out.global.get(o..o + n).map(<[u32]>::to_vec).unwrap_or_default()).collect();
+    let arrays = r.layout.read_arrays(&out.global);
     eprintln!(
         "  [{} ran: {} steps; {} tokens: {} of the prompt and the records by the host, {} VAL tokens chosen by the model{}]",
         r.name,

@@ -15,7 +15,7 @@ use crate::ebpf::tokenize::TextTokenizer;
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use kernels_wasm::qwen3::model::{Config, FloatModel};
-use kernels_wasm::qwengpu::args::{layout, parse, Arg};
+use kernels_wasm::qwengpu::args::{layout, parse, Arg, Layout};
 use kernels_wasm::qwengpu::compiled::Compiled;
 use kernels_wasm::qwengpu::interp::Machine;
 use kernels_wasm::qwengpu::isa::MachineSpec;
@@ -68,11 +68,8 @@ pub fn run(a: Args) -> Result<()> {
     // The spliced model holds the second machine: no divider, lanes in turn, a 64-block ROM.
     let spec = if inside { MachineSpec::second() } else { MachineSpec::default() };
     let ptx = read_ptx(&a.file)?;
-    let kernel = lower(&ptx, a.kernel.as_deref(), &spec).with_context(|| format!("lowering {}", a.file.display()))?;
-    let args: Vec<Arg> = a.args.iter().enumerate().map(|(i, t)| parse(i + 1, t)).collect::<Result<_, _>>()?;
-    let l = layout(&kernel, &args, a.grid, a.block, &spec)?;
-    // The launch is checked here, before the layers are built (seconds), not after.
-    Machine::new(spec, kernel.program.clone(), &l.memory, l.launch.clone())?;
+    let what = a.file.display().to_string();
+    let (kernel, args, l) = lay_out(&ptx, &what, a.kernel.as_deref(), (a.grid, a.block), &a.args, &spec)?;
     if !a.json {
         let (blocks, on) = (kernel.program.blocks.len(), if inside { "the spliced model" } else { "layers" });
         eprintln!("{}: {blocks} ROM blocks, grid {} × block {}; building {on} …", kernel.name, a.grid, a.block);
@@ -112,9 +109,7 @@ fn in_the_model(
 ) -> Result<(Vec<u32>, u64, u64, String)> {
     let SplicedModel { config, model, splice, norms, .. } = spliced_model(a.load.as_deref(), a.model.clone())?;
     let mut runner = SplicedRunner::spliced_with(config, &model, &splice, norms)?;
-    let bar = if a.json { ProgressBar::hidden() } else { ProgressBar::new_spinner() };
-    bar.set_style(ProgressStyle::with_template("  {spinner} {msg} ({elapsed})")?);
-    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    let bar = if a.json { ProgressBar::hidden() } else { spinner()? };
     let out = launch(&mut runner, &splice, (spec, &kernel.program), memory, launch_of, a.max_steps, |f| {
         bar.set_message(progress(f))
     })
@@ -126,6 +121,31 @@ fn in_the_model(
         out.prompt, out.chosen, out.stores
     );
     Ok((out.global, out.steps, out.tokens, how))
+}
+
+/// Lowers `ptx` (`what` names it in errors) for `spec` and lays `args` out for a `(grid, block)`
+/// launch. The launch is checked here, before any layers are built (seconds), not after.
+pub fn lay_out(
+    ptx: &str,
+    what: &str,
+    entry: Option<&str>,
+    (grid, block): (usize, usize),
+    args: &[String],
+    spec: &MachineSpec,
+) -> Result<(Kernel, Vec<Arg>, Layout)> {
+    let kernel = lower(ptx, entry, spec).with_context(|| format!("lowering {what}"))?;
+    let args: Vec<Arg> = args.iter().enumerate().map(|(i, t)| parse(i + 1, t)).collect::<Result<_, _>>()?;
+    let l = layout(&kernel, &args, grid, block, spec)?;
+    Machine::new(*spec, kernel.program.clone(), &l.memory, l.launch.clone())?;
+    Ok((kernel, args, l))
+}
+
+/// The spinner a launch inside the spliced model reports on.
+pub fn spinner() -> Result<ProgressBar> {
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(ProgressStyle::with_template("  {spinner} {msg} ({elapsed})")?);
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    Ok(bar)
 }
 
 /// The progress line of a launch inside the spliced model.

@@ -16,7 +16,6 @@ use super::{Runner, Splice, SpliceError};
 use crate::bitnet::model::sample::greedy as argmax;
 use crate::qwengpu::interp::Launch;
 use crate::qwengpu::isa::{MachineSpec, Program};
-use crate::qwengpu::machine_tokens::Token;
 use alloc::vec::Vec;
 
 /// Who put a token into the context.
@@ -43,19 +42,6 @@ impl<'a> Chat<'a> {
     /// A conversation in `runner` (spliced with `splice`), from its current position on.
     pub fn new(runner: Runner<'a>, splice: &'a Splice) -> Self {
         Chat { runner, splice, context: Vec::new(), logits: None }
-    }
-
-    pub fn splice(&self) -> &Splice {
-        self.splice
-    }
-
-    pub fn runner(&self) -> &Runner<'a> {
-        &self.runner
-    }
-
-    /// The machine token `id` stands for, `None` for a text token.
-    pub fn machine_token(&self, id: usize) -> Option<Token> {
-        self.splice.machine_token(id)
     }
 
     /// Feeds the host's `ids` (a turn's text, the reply's opening), [`CHUNK`] positions at a
@@ -127,6 +113,7 @@ pub enum ChatError {
 mod tests {
     use super::*;
     use crate::qwen3::model::Model;
+    use crate::qwengpu::machine_tokens::Token;
     use crate::qwengpu::splice::TINY_TEXT;
     use crate::qwengpu::suite;
 
@@ -148,9 +135,7 @@ mod tests {
         let (kernel, p, _) = k.machine(k.ptx, &spec).unwrap();
         let before = chat.context.len();
         let out = chat.launch((spec, &kernel.program), &p.memory, &p.launch, 10_000, |_| ()).unwrap();
-        let arrays: Vec<Vec<u32>> =
-            p.offsets.iter().zip(&p.arrays).map(|(&at, a)| out.global[at..at + a.len()].to_vec()).collect();
-        assert_eq!(arrays, k.expected(&p), "{name}");
+        assert_eq!(p.read_arrays(&out.global), k.expected(&p), "{name}");
         let launched = &chat.context[before..];
         assert_eq!(launched.len() as u64, out.tokens);
         let chosen = launched.iter().filter(|(_, by)| *by == By::Model).count() as u64;

@@ -388,9 +388,7 @@ fn launched_kernels_give_their_plain_arrays() {
         let out =
             launch(&mut runner, &splice, (spec, &kernel.program), &p.memory, &p.launch, 10_000, |f| seen = f.steps)
                 .unwrap_or_else(|e| panic!("{}: {e}", k.name));
-        let arrays: Vec<Vec<u32>> =
-            p.offsets.iter().zip(&p.arrays).map(|(&at, a)| out.global[at..at + a.len()].to_vec()).collect();
-        assert_eq!(arrays, k.expected(&p), "{}", k.name);
+        assert_eq!(p.read_arrays(&out.global), k.expected(&p), "{}", k.name);
         assert!(seen == out.steps && out.chosen > 50 && out.tokens > out.prompt + out.chosen, "{}: {out:?}", k.name);
     }
     assert!(names.len() < 2 || runner.position() > 1000);
