@@ -219,6 +219,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         host_version: version.to_string(),
         ebpf_run: Default::default(),
         esp32_run: Default::default(),
+        qwengpu_chat: Default::default(),
         include_filter: if args.no_include_filter { Filter::Off } else { Filter::On },
     };
     tokio::select! {

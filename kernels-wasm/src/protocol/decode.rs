@@ -10,7 +10,7 @@ use serde_json::Value;
 const CLIENT_TYPES: &[&str] = &["hello", "request", "cancel"];
 const SERVER_TYPES: &[&str] = &["hello", "event", "result", "error"];
 const REQUEST_OPS: &[&str] =
-    &["ping", "probe", "list_models", "model_info", "ebpf_run", "qwengpu_compile", "esp32_run"];
+    &["ping", "probe", "list_models", "model_info", "ebpf_run", "qwengpu_compile", "qwengpu_chat", "esp32_run"];
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {

@@ -16,6 +16,7 @@
 mod decode;
 pub mod ebpf;
 pub mod esp32;
+pub mod qwengpu;
 
 pub use decode::DecodeError;
 
@@ -67,7 +68,10 @@ pub enum Request {
     /// Files under the models directory and `assets/`.
     ListModels,
     /// Size and detected format of one file under a root.
-    ModelInfo { root: FileRoot, path: String },
+    ModelInfo {
+        root: FileRoot,
+        path: String,
+    },
     /// Greedy generation with every Qwen3 operator in BPF programs in the host's kernel: events
     /// [`Event::EbpfVerifier`], then per position [`Event::EbpfToken`] and [`Event::EbpfTrace`];
     /// reply [`Reply::EbpfDone`]. One run at a time per host (the kernel maps are shared).
@@ -82,7 +86,10 @@ pub enum Request {
     /// CUDA C → PTX with the host's clang-19 (the qwenGPU tab's CUDA editor); reply
     /// [`Reply::QwengpuPtx`]. The source may include only `qwengpu.h` and is at most
     /// [`MAX_CUDA_BYTES`].
-    QwengpuCompile { cuda: String },
+    QwengpuCompile {
+        cuda: String,
+    },
+    QwengpuChat(qwengpu::ChatTurn),
     /// BitNet blocks split across emulated ESP32-S3 nodes the bridge starts: events
     /// [`Event::Esp32`] (the plan, each load, every pipeline step, the tokens); reply
     /// [`Reply::Esp32Done`]. One run at a time per host.
@@ -203,6 +210,9 @@ pub enum Event {
     Esp32 {
         event: esp32::Esp32Event,
     },
+    QwengpuChat {
+        event: qwengpu::ChatEvent,
+    },
 }
 
 /// The final, successful answer to a request.
@@ -216,6 +226,7 @@ pub enum Reply {
     EbpfDone { generated: Vec<u32>, seconds_per_token: f64, calls_per_token: f64 },
     QwengpuPtx { ptx: String },
     Esp32Done(esp32::Esp32Summary),
+    QwengpuChatDone(qwengpu::ChatDone),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

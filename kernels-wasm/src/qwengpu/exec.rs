@@ -267,7 +267,6 @@ impl Exec {
 
     /// The load mixers' layout (every instruction's alike), and the channel its first read limb
     /// goes to: for decoding global memory from a mixer's state.
-    #[cfg(test)]
     pub(crate) fn load_layout(&self) -> (Layout, usize) {
         let alu = AluStack::build();
         let [global, _] = self.mixer_layouts(&alu, &Self::sources(&alu));

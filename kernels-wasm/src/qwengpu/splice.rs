@@ -41,9 +41,11 @@
 pub mod chat;
 pub mod drift;
 pub mod launch;
+mod rows;
 mod runner;
 pub mod text;
 
+pub use rows::RowLayers;
 pub use runner::Runner;
 
 use super::deltanet::DeltaNetWeights;

@@ -109,6 +109,7 @@ mod tests {
             host_version: "t".into(),
             ebpf_run: Default::default(),
             esp32_run: Default::default(),
+            qwengpu_chat: Default::default(),
             include_filter: crate::qwengpu::Filter::On,
         }
     }

@@ -35,7 +35,12 @@ impl Job {
         (Job { id, out, lock, roots, cancelled: cancelled.clone() }, CancelOnDrop(cancelled))
     }
 
+    /// Sends `event`, unless the request is over: a cancelled request's final frame is already
+    /// out, and the protocol has no events after it.
     pub fn event(&self, event: Event) {
+        if self.cancelled() {
+            return;
+        }
         let _ = self.out.blocking_send(Outbound::Frame(ServerMessage::Event { id: self.id, event }));
     }
 

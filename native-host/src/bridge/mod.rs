@@ -13,6 +13,7 @@ pub mod ebpf_run;
 pub mod esp32_run;
 pub mod handshake;
 pub mod job;
+pub mod qwengpu_chat;
 pub mod requests;
 
 use crate::files::Roots;
@@ -44,6 +45,8 @@ pub struct Config {
     pub esp32_run: Arc<std::sync::Mutex<()>>,
     /// Whether CUDA source is also screened line by line before the sandboxed compiler sees it.
     pub include_filter: crate::qwengpu::Filter,
+    /// The host's one conversation with the spliced model, and the lock a turn holds.
+    pub qwengpu_chat: qwengpu_chat::ChatSlot,
 }
 
 /// Accepts connections until the returned future is dropped.

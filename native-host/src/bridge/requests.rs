@@ -110,6 +110,12 @@ impl Task {
                 let (job, _cancel) = self.job(&self.config.ebpf_run);
                 blocking(move || job.ebpf_run(model, prompt, max_tokens, threads)).await?
             }
+            Request::QwengpuChat(turn) => {
+                // The slot is the lock: one turn at a time on the host's one conversation.
+                let (job, _cancel) = self.job(&Arc::default());
+                let (slot, filter) = (self.config.qwengpu_chat.clone(), self.config.include_filter);
+                blocking(move || job.qwengpu_chat(turn, slot, filter)).await?
+            }
             Request::Esp32Run(req) => {
                 let (job, _cancel) = self.job(&self.config.esp32_run);
                 blocking(move || job.esp32_run(req)).await?

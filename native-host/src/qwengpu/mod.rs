@@ -6,6 +6,7 @@ pub mod bench;
 pub mod carry;
 pub mod chat;
 pub mod checkpoint;
+pub mod conversation;
 pub mod drift;
 pub mod nvcc;
 pub mod run;

@@ -111,7 +111,8 @@ fn in_the_model(
     let mut runner = SplicedRunner::spliced_with(config, &model, &splice, norms)?;
     let bar = if a.json { ProgressBar::hidden() } else { spinner()? };
     let out = launch(&mut runner, &splice, (spec, &kernel.program), memory, launch_of, a.max_steps, |f| {
-        bar.set_message(progress(f))
+        bar.set_message(progress(f));
+        std::ops::ControlFlow::Continue(())
     })
     .with_context(|| format!("running {} inside the spliced model", kernel.name))?;
     bar.finish_and_clear();

@@ -14,9 +14,11 @@ use super::drift::CHUNK;
 use super::launch::{launch, Fed, LaunchError, Launched};
 use super::{Runner, Splice, SpliceError};
 use crate::bitnet::model::sample::greedy as argmax;
+use crate::protocol::qwengpu::MachineRows;
 use crate::qwengpu::interp::Launch;
 use crate::qwengpu::isa::{MachineSpec, Program};
 use alloc::vec::Vec;
+use core::ops::ControlFlow;
 
 /// Who put a token into the context.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -55,12 +57,13 @@ impl<'a> Chat<'a> {
     }
 
     /// Greedy decoding: the model's argmax over its whole vocabulary, fed back, until it picks a
-    /// token of `stop` (fed too, and returned last) or `max` tokens; `each` hears of every one.
+    /// token of `stop` (fed too, and returned last) or `max` tokens; `each` hears of every one,
+    /// and ends the reply there where it answers [`ControlFlow::Break`].
     pub fn generate(
         &mut self,
         max: usize,
         stop: &[usize],
-        mut each: impl FnMut(usize),
+        mut each: impl FnMut(usize) -> ControlFlow<()>,
     ) -> Result<Vec<usize>, ChatError> {
         let mut out = Vec::new();
         while out.len() < max {
@@ -69,8 +72,7 @@ impl<'a> Chat<'a> {
             self.logits = Some(self.runner.forward(id)?);
             self.context.push((id, By::Model));
             out.push(id);
-            each(id);
-            if stop.contains(&id) {
+            if each(id).is_break() || stop.contains(&id) {
                 break;
             }
         }
@@ -87,7 +89,7 @@ impl<'a> Chat<'a> {
         memory: &[u32],
         launch_of: &Launch,
         max_steps: u64,
-        mut fed: impl FnMut(Fed),
+        mut fed: impl FnMut(Fed) -> ControlFlow<()>,
     ) -> Result<Launched, ChatError> {
         self.logits = None;
         let (splice, context) = (self.splice, &mut self.context);
@@ -96,6 +98,24 @@ impl<'a> Chat<'a> {
             fed(f)
         });
         Ok(out?)
+    }
+}
+
+impl<'a> Chat<'a> {
+    /// The splice the conversation runs on: its vocabulary names the machine's tokens.
+    pub fn splice(&self) -> &'a Splice {
+        self.splice
+    }
+
+    /// The machine's state rows as the spliced model's DeltaNet layers hold them now (warps
+    /// `0..warps`, registers `0..regs`, global words `0..words`).
+    pub fn rows(&self, warps: usize, regs: usize, words: usize) -> Option<MachineRows> {
+        self.splice.machine_rows(&self.runner, warps, regs, words)
+    }
+
+    /// The compiled layers in front of the text model's, and the vocabulary (text tokens first).
+    pub fn sizes(&self) -> (usize, usize, usize) {
+        (self.splice.layers.len(), self.splice.text.vocab, self.splice.vocab_size())
     }
 }
 
@@ -117,6 +137,10 @@ mod tests {
     use crate::qwengpu::splice::TINY_TEXT;
     use crate::qwengpu::suite;
 
+    fn go<T>(_: T) -> ControlFlow<()> {
+        ControlFlow::Continue(())
+    }
+
     /// Text, a launch, the host's text, then the model's reply: every VAL token is the model's
     /// (and the arrays the suite's), and the reply is what a fresh runner fed the same context
     /// generates, token for token, and what the plain text model generates from the text alone.
@@ -126,16 +150,28 @@ mod tests {
         let model = Model::random_float(c, 3);
         let splice = Splice::new(c).unwrap();
         let mut chat = Chat::new(Runner::spliced(c, &model, &splice).unwrap(), &splice);
-        assert_eq!(chat.generate(4, &[], |_| ()), Err(ChatError::NothingFed));
+        assert_eq!(chat.generate(4, &[], go), Err(ChatError::NothingFed));
         chat.feed(&[5, 17, 300]).unwrap();
-        let first = chat.generate(3, &[], |_| ()).unwrap();
+        let first = chat.generate(3, &[], go).unwrap();
         let name = if cfg!(target_arch = "wasm32") { "warp_broadcast" } else { "reverse" };
         let k = suite::kernels().into_iter().find(|k| k.name == name).unwrap();
         let spec = MachineSpec::second();
         let (kernel, p, _) = k.machine(k.ptx, &spec).unwrap();
+        // A launch stopped at the end of its third step; the next launch's reset record clears
+        // what it left in the rows.
+        let stop = |f: Fed| if f.steps >= 3 { ControlFlow::Break(()) } else { go(0) };
+        let stopped = chat.launch((spec, &kernel.program), &p.memory, &p.launch, 10_000, stop);
+        assert_eq!(stopped, Err(ChatError::Launch(LaunchError::Stopped { steps: 3 })));
         let before = chat.context.len();
-        let out = chat.launch((spec, &kernel.program), &p.memory, &p.launch, 10_000, |_| ()).unwrap();
+        let out = chat.launch((spec, &kernel.program), &p.memory, &p.launch, 10_000, |_| go(0)).unwrap();
         assert_eq!(p.read_arrays(&out.global), k.expected(&p), "{name}");
+        // The load mixer's rows hold global memory as the launch left it; the register rows are
+        // there for every warp the launch ran.
+        let rows = chat.rows(p.launch.grid * p.launch.block / spec.lanes, spec.regs, out.global.len()).unwrap();
+        assert_eq!(rows.memory, out.global.iter().map(|&w| Some(w)).collect::<Vec<_>>());
+        assert_eq!(rows.registers.len(), p.launch.grid * p.launch.block / spec.lanes * spec.lanes);
+        assert!(rows.registers.iter().all(|r| r.values.len() == spec.regs && r.values.iter().all(Option::is_some)));
+        assert!(rows.registers.iter().any(|r| r.values.iter().any(|&v| v != Some(0))));
         let launched = &chat.context[before..];
         assert_eq!(launched.len() as u64, out.tokens);
         let chosen = launched.iter().filter(|(_, by)| *by == By::Model).count() as u64;
@@ -145,7 +181,7 @@ mod tests {
             .all(|&(id, by)| by == By::Host || matches!(splice.machine_token(id), Some(Token::Val(_)))));
         chat.feed(&[42, 7]).unwrap();
         let start = chat.context.len();
-        let reply = chat.generate(6, &[], |_| ()).unwrap();
+        let reply = chat.generate(6, &[], go).unwrap();
         assert!(first.iter().chain(&reply).all(|&id| id < c.vocab), "text positions chose a machine token");
 
         // A fresh spliced runner fed the whole context, and the plain text model fed its text

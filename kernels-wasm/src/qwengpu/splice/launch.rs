@@ -18,6 +18,7 @@ use crate::qwengpu::isa::{MachineSpec, Program};
 use crate::qwengpu::machine_tokens::Token;
 use crate::qwengpu::register_file::{store_slots, ImageTooLarge, RegisterFile};
 use alloc::vec::Vec;
+use core::ops::ControlFlow;
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum LaunchError {
@@ -27,6 +28,8 @@ pub enum LaunchError {
     Image(#[from] ImageTooLarge),
     #[error(transparent)]
     Splice(#[from] SpliceError),
+    #[error("stopped after {steps} steps, as asked")]
+    Stopped { steps: u64 },
     #[error("step {step} (warp {warp}, block {block}), token {token}: the model chose {got:?}, the interpreter has {want:?}")]
     Diverged { step: u64, warp: usize, block: usize, token: usize, got: Option<Token>, want: Token },
 }
@@ -56,7 +59,9 @@ pub struct Fed {
 }
 
 /// Runs `program` with `memory` and `launch` on `spec` (`MachineSpec::second()`, the machine the
-/// splice holds) inside `runner`, at most `max_steps` steps; `fed` hears of every token.
+/// splice holds) inside `runner`, at most `max_steps` steps; `fed` hears of every token, and
+/// stops the launch where it answers [`ControlFlow::Break`] (at the end of a prompt chunk or a
+/// step, so the context never holds half a step).
 pub fn launch(
     runner: &mut Runner,
     splice: &Splice,
@@ -64,7 +69,7 @@ pub fn launch(
     memory: &[u32],
     launch: &Launch,
     max_steps: u64,
-    mut fed: impl FnMut(Fed),
+    mut fed: impl FnMut(Fed) -> ControlFlow<()>,
 ) -> Result<Launched, LaunchError> {
     let mut m = Machine::new(spec, program.clone(), memory, launch.clone())?;
     let rf = &splice.registers;
@@ -72,8 +77,12 @@ pub fn launch(
     // The prompt is the host's: it runs CHUNK positions at a time (the same bits as one by one).
     for (c, chunk) in prompt.chunks(CHUNK).enumerate() {
         runner.forward_many(&chunk.iter().map(|&t| splice.token_id(t)).collect::<Vec<_>>())?;
+        let mut flow = ControlFlow::Continue(());
         for (i, &t) in chunk.iter().enumerate() {
-            fed(Fed { token: t, chosen: false, steps: 0, tokens: (c * CHUNK + i) as u64 + 1 });
+            flow = fed(Fed { token: t, chosen: false, steps: 0, tokens: (c * CHUNK + i) as u64 + 1 });
+        }
+        if flow.is_break() {
+            return Err(LaunchError::Stopped { steps: 0 });
         }
     }
     let mut out = Launched {
@@ -94,7 +103,7 @@ pub fn launch(
         let want = RegisterFile::step_tokens(&step, live_out, &m.warps[step.warp].regs, &stored);
         let mut logits = runner.forward(splice.token_id(want[0]))?;
         out.tokens += 1;
-        fed(Fed { token: want[0], chosen: false, steps: m.steps, tokens: out.tokens });
+        let mut flow = fed(Fed { token: want[0], chosen: false, steps: m.steps, tokens: out.tokens });
         // A lane's slots: two per live-out register, then three per store (index, low, high).
         let regs = 2 * live_out.count_ones() as usize;
         let spaces = store_slots(&program.blocks[step.block]);
@@ -109,7 +118,7 @@ pub fn launch(
             logits = runner.forward(splice.token_id(Token::Val(v)))?;
             out.chosen += 1;
             out.tokens += 1;
-            fed(Fed { token: Token::Val(v), chosen: true, steps: m.steps, tokens: out.tokens });
+            flow = fed(Fed { token: Token::Val(v), chosen: true, steps: m.steps, tokens: out.tokens });
             // The model's store tokens write the host's copy of global memory.
             let slot = (i - 1) % per_lane;
             if slot >= regs {
@@ -126,6 +135,9 @@ pub fn launch(
             }
         }
         out.steps = m.steps;
+        if flow.is_break() && !m.finished() {
+            return Err(LaunchError::Stopped { steps: m.steps });
+        }
     }
     Ok(out)
 }

@@ -11,6 +11,7 @@ use crate::qwengpu::register_file::tests::{follow, Checked, Fed};
 use crate::qwengpu::register_file::{RegisterFile, RESET};
 use crate::qwengpu::suite;
 use alloc::format;
+use core::ops::ControlFlow;
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
@@ -277,18 +278,13 @@ enum Context {
 fn run_kernels(names: &[&str], max_steps: usize, context: Context) -> Vec<(&'static str, Checked)> {
     let (c, model) = llama();
     let splice = Splice::new(c).unwrap();
-    // The register file: the DeltaNet that writes the read head's channels.
-    let read = splice.registers.read();
-    let file =
-        splice.layers.iter().position(|l| matches!(l, Compiled::DeltaNet(w) if w.w_out.nonzero_rows().contains(&read)));
-    let file = file.unwrap();
+    let RowLayers { file, memory } = splice.row_layers();
     let (layout, loaded) = splice.exec.load_layout();
-    // The first three mixers that write a loaded word: instruction 0's shuffle, load and shared
-    // mixers.
-    let mut mixers = (0..splice.layers.len())
-        .filter(|&i| matches!(&splice.layers[i], Compiled::DeltaNet(w) if w.w_out.nonzero_rows().contains(&loaded)));
-    let memory = (mixers.nth(1).unwrap(), layout);
-    let shared = (mixers.next().unwrap(), splice.exec.shared_layout());
+    // Instruction 0's shared mixer: the next that writes a loaded word after its load mixer.
+    let writes =
+        |i: usize| matches!(&splice.layers[i], Compiled::DeltaNet(w) if w.w_out.nonzero_rows().contains(&loaded));
+    let shared = ((memory + 1..splice.layers.len()).find(|&i| writes(i)).unwrap(), splice.exec.shared_layout());
+    let memory = (memory, layout);
     let mut rng = Rng::new(4);
     let new_run = || SplicedRun {
         splice: &splice,
@@ -385,9 +381,11 @@ fn launched_kernels_give_their_plain_arrays() {
         runner.forward_many(&tokens(&mut rng, 3, c.vocab)).unwrap();
         let (kernel, p, _) = k.machine(k.ptx, &spec).unwrap();
         let mut seen = 0;
-        let out =
-            launch(&mut runner, &splice, (spec, &kernel.program), &p.memory, &p.launch, 10_000, |f| seen = f.steps)
-                .unwrap_or_else(|e| panic!("{}: {e}", k.name));
+        let out = launch(&mut runner, &splice, (spec, &kernel.program), &p.memory, &p.launch, 10_000, |f| {
+            seen = f.steps;
+            ControlFlow::Continue(())
+        })
+        .unwrap_or_else(|e| panic!("{}: {e}", k.name));
         assert_eq!(p.read_arrays(&out.global), k.expected(&p), "{}", k.name);
         assert!(seen == out.steps && out.chosen > 50 && out.tokens > out.prompt + out.chosen, "{}: {out:?}", k.name);
     }
@@ -408,7 +406,10 @@ fn a_launch_stops_where_the_model_diverges() {
     let spec = MachineSpec::second();
     let k = suite::kernels().into_iter().find(|k| k.name == "reverse").unwrap();
     let (kernel, p, _) = k.machine(k.ptx, &spec).unwrap();
-    let e = launch(&mut runner, &splice, (spec, &kernel.program), &p.memory, &p.launch, 10_000, |_| ()).unwrap_err();
+    let e = launch(&mut runner, &splice, (spec, &kernel.program), &p.memory, &p.launch, 10_000, |_| {
+        ControlFlow::Continue(())
+    })
+    .unwrap_err();
     assert!(matches!(e, LaunchError::Diverged { step: 0, token: 1, .. }), "{e}");
     assert!(e.to_string().starts_with("step 0 (warp 0, block 0), token 1: the model chose"), "{e}");
 }

@@ -1,0 +1,59 @@
+//! The machine's state rows read back out of a spliced model's DeltaNet layers, for the tab:
+//! the register file (`register_file`: a word per (warp, lane, register) as two rows of two
+//! 8-bit limbs) and global memory as the first load mixer holds it (every load mixer is written
+//! alike, at each store token). A row that is not an exact limb row reads `None`: the exactness
+//! argument says it cannot happen, so the tab shows it rather than hiding it.
+
+use super::{Compiled, Runner, Splice};
+use crate::protocol::qwengpu::{MachineRows, RegisterRow};
+use crate::qwengpu::exec::load::memory_word;
+use alloc::vec::Vec;
+
+/// Which of the splice's compiled layers hold the rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowLayers {
+    /// The register file: the DeltaNet that writes the read head's channels.
+    pub file: usize,
+    /// The first global load mixer: of the DeltaNets that write a loaded word's channels,
+    /// instruction 0's shuffle mixer comes first, then its load mixer.
+    pub memory: usize,
+}
+
+impl Splice {
+    pub fn row_layers(&self) -> RowLayers {
+        let writes = |i: usize, channel: usize| matches!(&self.layers[i], Compiled::DeltaNet(w) if w.w_out.nonzero_rows().contains(&channel));
+        let read = self.registers.read();
+        let (_, loaded) = self.exec.load_layout();
+        let file = (0..self.layers.len()).find(|&i| writes(i, read));
+        let memory = (0..self.layers.len()).filter(|&i| writes(i, loaded)).nth(1);
+        // Both exist by construction (`Splice::new` pushes the file and every instruction's
+        // mixers); a splice without them would not have built.
+        RowLayers { file: file.unwrap_or(usize::MAX), memory: memory.unwrap_or(usize::MAX) }
+    }
+
+    /// The rows of warps `0..warps` (registers `0..regs` of every lane) and global words
+    /// `0..words` as `runner`'s states hold them; `None` for a runner that is not spliced.
+    pub fn machine_rows(&self, runner: &Runner, warps: usize, regs: usize, words: usize) -> Option<MachineRows> {
+        let at = self.row_layers();
+        let (file, memory) = (runner.deltanet(at.file)?, runner.deltanet(at.memory)?);
+        let lanes = self.registers.shape.lanes;
+        let registers = (0..warps.min(self.registers.shape.warps))
+            .flat_map(|warp| (0..lanes).map(move |lane| (warp, lane)))
+            .map(|(warp, lane)| RegisterRow {
+                warp: warp as u32,
+                lane: lane as u32,
+                values: (0..regs.min(self.registers.shape.regs))
+                    .map(|r| self.registers.value(file, warp, lane, r))
+                    .collect(),
+            })
+            .collect();
+        let (layout, _) = self.exec.load_layout();
+        let memory_rows: Vec<Option<u32>> = (0..words).map(|w| memory_word(memory, &layout, w)).collect();
+        Some(MachineRows {
+            register_layer: at.file as u32,
+            memory_layer: at.memory as u32,
+            registers,
+            memory: memory_rows,
+        })
+    }
+}
