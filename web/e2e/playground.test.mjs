@@ -578,6 +578,51 @@ test('qwenGPU tab: edited CUDA compiles on the host through the bridge, and the 
   await page.close();
 });
 
+test('qwenGPU tab: a conversation with the spliced model launches a kernel through the bridge', async (t) => {
+  const page = await open(browser, `?token=${TOKEN}`, '#qwengpu');
+  await bridgeState(page, 'connected');
+  await page.waitForSelector('[data-testid=qwengpu-chat-model][data-loaded=true]', { state: 'attached' });
+  // The tiny random llama needs no download (its text is noise; its machine is the same).
+  await page.selectOption('[data-testid=qwengpu-chat-model]', 'tiny random llama');
+  await page.selectOption('[data-testid=qwengpu-kernel]', { label: 'reverse' });
+  await page.click('[data-testid=qwengpu-chat-run-kernel]');
+  assert.equal(await page.inputValue('[data-testid=qwengpu-chat-turn]'), '/run reverse');
+  await page.fill('[data-testid=qwengpu-chat-max]', '6');
+  await page.dispatchEvent('[data-testid=qwengpu-chat-max]', 'change');
+  await page.click('[data-testid=qwengpu-chat-send]');
+  const done = () => page.waitForFunction(
+    () => /^done: |Error|Busy|BadRequest|Internal/.test(document.querySelector('[data-testid=qwengpu-chat-status]').textContent),
+    null,
+    { timeout: 180_000 },
+  );
+  await done();
+  assert.match(await page.textContent('[data-testid=qwengpu-chat-status]'), /^done: [0-9]+ positions in the context/);
+  const summary = await page.textContent('[data-testid=qwengpu-chat-launch-summary]');
+  assert.match(summary, /^reverse: [0-9]+ steps, [0-9]+ tokens \([0-9]+ VAL tokens chosen by the model's argmax\); the arrays are the suite's plain Rust ones/);
+  t.diagnostic(summary);
+  // Machine tokens and text tokens are told apart, and so are the host's and the model's.
+  assert.ok((await page.$$('[data-testid=qwengpu-chat-launch] .tok.val.model')).length > 20);
+  assert.ok((await page.$$('[data-testid=qwengpu-chat-launch] .tok.record')).length > 0);
+  assert.ok((await page.$$('[data-testid=qwengpu-chat-turn-view] .tok.text.host')).length > 5);
+  assert.ok((await page.$$('[data-testid=qwengpu-chat-reply-tokens] .tok.text.model')).length > 0);
+  assert.match(await page.textContent('[data-testid=qwengpu-chat-arrays]'), /^The kernel reverse ran in [0-9]+ steps and left array 1 = \[/);
+  // The step table holds every step; the rows decoded from the DeltaNet states fill the table.
+  const steps = Number(/([0-9]+) steps/.exec(summary)[1]);
+  assert.ok(steps > 10, summary);
+  const rows = await page.$$eval('[data-testid=qwengpu-chat] .vtable-row', (r) => r.map((e) => e.textContent));
+  assert.ok(rows.length > 5 && rows[0].startsWith('1'), rows.join(' | '));
+  assert.ok((await page.$$('[data-testid=qwengpu-chat-row]')).length >= 4);
+  assert.equal((await page.textContent('[data-testid=qwengpu-chat-rows]')).includes('✗'), false);
+  // The conversation goes on in the same context.
+  await page.fill('[data-testid=qwengpu-chat-turn]', 'thanks');
+  await page.click('[data-testid=qwengpu-chat-send]');
+  await done();
+  assert.equal((await page.$$('[data-testid=qwengpu-chat-turn-view]')).length, 2);
+  await page.screenshot({ path: `${SHOTS}/qwengpu-chat.png`, fullPage: true });
+  page.assertNoErrors();
+  await page.close();
+});
+
 test('qwenGPU tab: a kernel runs on the compiled layers in the page, state rows beside the interpreter', async (t) => {
   const page = await open(browser, '', '#qwengpu');
   await page.waitForSelector('[data-testid=qwengpu-tab]');

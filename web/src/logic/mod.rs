@@ -9,6 +9,7 @@ pub mod heatmap;
 pub mod link;
 pub mod plot;
 pub mod qwengpu;
+pub mod qwengpu_chat;
 pub mod steps;
 pub mod timeline;
 pub mod token;

@@ -5,4 +5,5 @@ pub mod components;
 pub mod ebpf;
 pub mod esp32;
 pub mod qwengpu;
+pub mod qwengpu_chat;
 pub mod qwengpu_layers;

@@ -6,6 +6,7 @@ use crate::bridge::Bridge;
 use crate::components::{Heatmap, StepControls};
 use crate::link::PageLink;
 use crate::logic::qwengpu::{listing, stack_lines, step_line, trace, Trace};
+use crate::tabs::qwengpu_chat::ChatPanel;
 use crate::tabs::qwengpu_layers::LayersPanel;
 use kernels_wasm::protocol::{Reply, Request, ServerMessage};
 use kernels_wasm::qwengpu::suite::kernels;
@@ -196,6 +197,7 @@ pub fn QwenGpuTab() -> impl IntoView {
                 <Heatmap rows=9 cols=14 values=memory label="global memory: 126 words" width=420 />
             </div>
             <LayersPanel suite=suite chosen=chosen ptx=ptx />
+            <ChatPanel kernel=Signal::derive(move || suite.with_value(|s| s[chosen.get()].name)) />
         </section>
     }
 }
