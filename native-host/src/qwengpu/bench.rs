@@ -1,14 +1,21 @@
 //! `native-host qwengpu bench`: the suite's kernels on the compiled layers, one thread, as a
-//! table of machine steps per second (a step is one warp running one ROM block). Each kernel
-//! first runs once in lockstep with the interpreter (checked after every step), then is timed
-//! without the check.
+//! table of machine steps per second (a step is one warp running one ROM block), for the first
+//! design and the second side by side. On the first, each kernel first runs once in lockstep with
+//! the interpreter (checked after every step), then is timed without the check. The second runs
+//! spliced into the tiny random llama (its text layers are a small share of a position), and
+//! every run is checked: the model's argmax picks every VAL token, and a token that is not the
+//! interpreter's stops the launch (`splice::launch`).
 
 use anyhow::{bail, Context, Result};
+use kernels_wasm::qwen3::model::Model;
 use kernels_wasm::qwengpu::compiled::Compiled;
 use kernels_wasm::qwengpu::control::CTRL;
 use kernels_wasm::qwengpu::isa::MachineSpec;
 use kernels_wasm::qwengpu::run::{ByKind, Runner};
-use kernels_wasm::qwengpu::suite::kernels;
+use kernels_wasm::qwengpu::splice::launch::launch;
+use kernels_wasm::qwengpu::splice::{Runner as SplicedRunner, Splice, TINY_TEXT};
+use kernels_wasm::qwengpu::suite::{kernels, SuiteKernel};
+use std::ops::ControlFlow;
 use std::time::Instant;
 
 #[derive(clap::Args)]
@@ -19,6 +26,16 @@ pub struct Args {
     /// Timed runs per kernel (the median is reported).
     #[arg(long, default_value_t = 3)]
     reps: usize,
+    /// Which design to time.
+    #[arg(long, value_enum, default_value_t = Design::Both)]
+    design: Design,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Design {
+    First,
+    Second,
+    Both,
 }
 
 fn seconds() -> f64 {
@@ -35,12 +52,85 @@ pub fn run(args: Args) -> Result<()> {
     if args.reps == 0 {
         bail!("--reps must be at least 1");
     }
-    let spec = MachineSpec::default();
     let suite = kernels();
     if let Some(bad) = args.kernels.iter().find(|n| !suite.iter().any(|k| k.name == n.as_str())) {
         let names: Vec<&str> = suite.iter().map(|k| k.name).collect();
         bail!("no kernel {bad:?} in the suite ({})", names.join(", "));
     }
+    let chosen: Vec<&SuiteKernel> =
+        suite.iter().filter(|k| args.kernels.is_empty() || args.kernels.iter().any(|n| n == k.name)).collect();
+    if args.design != Design::Second {
+        first(&chosen, args.reps)?;
+    }
+    if args.design != Design::First {
+        second(&chosen, args.reps)?;
+    }
+    Ok(())
+}
+
+/// The second machine spliced into the tiny random llama: each kernel's launch (prompt, records,
+/// the VAL tokens the model picks) timed whole, in a fresh context each run.
+fn second(chosen: &[&SuiteKernel], reps: usize) -> Result<()> {
+    let (c, spec) = (TINY_TEXT, MachineSpec::second());
+    let model = Model::random_float(c, 3);
+    eprintln!("splicing the second machine into the tiny random llama …");
+    let splice = Splice::new(c)?;
+    println!("\nsecond machine, in the tiny random llama (text layers {} of hidden {}):", c.layers, c.hidden);
+    println!("{}", splice.sizes());
+    println!(
+        "{:<18} {:>6} {:>7} {:>7} {:>9} {:>9} {:>10}  checked",
+        "kernel", "steps", "tokens", "chosen", "ms", "steps/s", "tokens/s"
+    );
+    let (mut steps, mut tokens, mut secs) = (0u64, 0u64, 0f64);
+    for k in chosen {
+        let (kernel, p, _) = k.machine(k.ptx, &spec).map_err(anyhow::Error::msg)?;
+        let mut times = Vec::new();
+        let mut out = None;
+        for _ in 0..reps {
+            let mut runner = SplicedRunner::spliced(c, &model, &splice)?;
+            let t = Instant::now();
+            let go = |_| ControlFlow::Continue(());
+            let launched = launch(&mut runner, &splice, (spec, &kernel.program), &p.memory, &p.launch, 1_000_000, go)
+                .with_context(|| k.name.to_string())?;
+            times.push(t.elapsed().as_secs_f64());
+            if p.read_arrays(&launched.global) != k.expected(&p) {
+                bail!("{}: the arrays differ from the plain Rust version", k.name);
+            }
+            out = Some(launched);
+        }
+        let (Some(out), m) = (out, median(times)) else { continue };
+        println!(
+            "{:<18} {:>6} {:>7} {:>7} {:>9.1} {:>9.1} {:>10.0}  every VAL token the interpreter's",
+            k.name,
+            out.steps,
+            out.tokens,
+            out.chosen,
+            m * 1e3,
+            out.steps as f64 / m,
+            out.tokens as f64 / m
+        );
+        (steps, tokens, secs) = (steps + out.steps, tokens + out.tokens, secs + m);
+    }
+    println!(
+        "{:<18} {:>6} {:>7} {:>7} {:>9.1} {:>9.1} {:>10.0}",
+        "all",
+        steps,
+        tokens,
+        "",
+        secs * 1e3,
+        steps as f64 / secs,
+        tokens as f64 / secs
+    );
+    println!(
+        "(whole launches: the prompt, fed 64 positions at a time, then each step's record and the VAL tokens \
+         the model chooses, one position at a time)"
+    );
+    Ok(())
+}
+
+/// The first design: 117 layers, the host copying each token's output record.
+fn first(chosen: &[&SuiteKernel], reps: usize) -> Result<()> {
+    let spec = MachineSpec::default();
     eprintln!("compiling the machine into layers …");
     let t = Instant::now();
     let compiled = Compiled::new(spec).context("compiling the machine")?;
@@ -66,7 +156,7 @@ pub fn run(args: Args) -> Result<()> {
     let (mut steps, mut tokens, mut secs, mut exec) = (0u64, 0u64, 0f64, 0f64);
     // Every timed run's execution phase, by token kind.
     let mut kinds = ByKind::default();
-    for k in suite.iter().filter(|k| args.kernels.is_empty() || args.kernels.iter().any(|n| n == k.name)) {
+    for k in chosen {
         let (kernel, p, _) = k.machine(k.ptx, &spec).map_err(anyhow::Error::msg)?;
         runner.lockstep = true;
         let checked =
@@ -77,7 +167,7 @@ pub fn run(args: Args) -> Result<()> {
         runner.lockstep = false;
         let (mut times, mut exec_times) = (Vec::new(), Vec::new());
         let mut report = checked.clone();
-        for _ in 0..args.reps {
+        for _ in 0..reps {
             let t = Instant::now();
             report = runner.launch(&kernel.program, &p.memory, &p.launch, 1_000_000)?;
             times.push(t.elapsed().as_secs_f64());
