@@ -6,10 +6,19 @@
 //! The bridge holds one conversation at a time. A request naming the conversation it holds goes
 //! on in that context; any other id (or another model) starts a new one, and the old one ends.
 
-pub use crate::qwengpu::splice::chat::By;
 use alloc::string::String;
 use alloc::vec::Vec;
 use serde::{Deserialize, Serialize};
+
+/// Who put a token into the context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum By {
+    /// The host: the turns' text, a launch's prompt and its records.
+    Host,
+    /// The model's own argmax.
+    Model,
+}
 
 /// Longest turn, in bytes (inline CUDA included).
 pub const MAX_CHAT_TURN: usize = 16 * 1024;

@@ -20,15 +20,7 @@ use crate::qwengpu::isa::{MachineSpec, Program};
 use alloc::vec::Vec;
 use core::ops::ControlFlow;
 
-/// Who put a token into the context.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum By {
-    /// The host: the turns' text, a launch's prompt and its records.
-    Host,
-    /// The model's own argmax.
-    Model,
-}
+pub use crate::protocol::qwengpu::By;
 
 /// A conversation: the runner, and every token fed to it so far.
 pub struct Chat<'a> {
