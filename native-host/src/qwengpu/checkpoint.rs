@@ -9,9 +9,11 @@
 //! - **model.safetensors** holds every tensor as F32 (the text's dequantised values are exact in
 //!   f32, so the checkpoint runs bit for bit as the model it came from). The compiled matrices
 //!   are sparse: each is three tensors, `.rows` and `.cols` (U32) and `.values` (F32), one entry
-//!   per nonzero weight (a SwiGLU unit's in the order the executor sums them; a DeltaNet's are
-//!   summed in column order whatever their order in the file); their dense shapes are in
-//!   config.json. The machine tokens' embedding and head rows are stored the same way.
+//!   per term the executor sums (a SwiGLU unit's in the order the executor sums them; a
+//!   DeltaNet's are summed in column order whatever their order in the file); their dense shapes
+//!   are in config.json. A coordinate may appear more than once (a unit's gate can read one
+//!   channel through two terms): the dense matrix holds the sum of its entries
+//!   (`tests/qwengpu_dense.rs` checks the file that way). The machine tokens' embedding and head rows are stored the same way.
 //!
 //! Loading checks everything a hostile file could get wrong (a missing or misshapen tensor, an
 //! index past its dense shape, a vocabulary that does not add up) and names it.
