@@ -26,6 +26,8 @@ pub mod alu;
 #[cfg(feature = "std")]
 pub mod alu_units;
 pub mod args;
+#[cfg(feature = "std")]
+pub mod awake;
 pub mod carry;
 #[cfg(feature = "std")]
 pub mod compiled;
@@ -50,7 +52,6 @@ pub mod limb_bits;
 pub mod limb_memory;
 #[cfg(feature = "std")]
 pub mod limb_mul;
-#[cfg(feature = "std")]
 pub mod limbs;
 pub mod lower;
 mod lower_bits;

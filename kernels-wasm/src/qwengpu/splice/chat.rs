@@ -42,7 +42,7 @@ impl<'a> Chat<'a> {
     /// time (the same bits as one by one, each weight row read once a chunk).
     pub fn feed(&mut self, ids: &[usize]) -> Result<(), SpliceError> {
         for chunk in ids.chunks(CHUNK) {
-            self.logits = self.runner.forward_many(chunk)?.pop();
+            self.logits = Some(self.runner.forward_last(chunk)?);
             self.context.extend(chunk.iter().map(|&id| (id, By::Host)));
         }
         Ok(())

@@ -76,7 +76,7 @@ pub fn launch(
     let prompt: Vec<Token> = rf.image_tokens(program, launch)?.into_iter().chain(rf.memory_tokens(memory)?).collect();
     // The prompt is the host's: it runs CHUNK positions at a time (the same bits as one by one).
     for (c, chunk) in prompt.chunks(CHUNK).enumerate() {
-        runner.forward_many(&chunk.iter().map(|&t| splice.token_id(t)).collect::<Vec<_>>())?;
+        runner.forward_last(&chunk.iter().map(|&t| splice.token_id(t)).collect::<Vec<_>>())?;
         let mut flow = ControlFlow::Continue(());
         for (i, &t) in chunk.iter().enumerate() {
             flow = fed(Fed { token: t, chosen: false, steps: 0, tokens: (c * CHUNK + i) as u64 + 1 });

@@ -3,6 +3,7 @@
 
 use super::{text, Compiled, Splice, SpliceError, StreamNorms};
 use crate::qwen3::model::{Config, FloatModel};
+use crate::qwengpu::awake::Schedule;
 use crate::qwengpu::deltanet::{DeltaNet, DeltaNetWeights};
 use crate::qwengpu::limbs::rms_norm;
 use alloc::vec;
@@ -32,6 +33,8 @@ pub struct Runner<'a> {
     /// Per compiled DeltaNet layer, its recurrent state and the channels it writes (`None` for
     /// the SwiGLU layers).
     states: Vec<Option<(DeltaNet, Vec<usize>)>>,
+    /// Per compiled SwiGLU layer, which units can fire given the nonzero channels (`awake`).
+    schedules: Vec<Option<Schedule>>,
     /// The stream after the machine's layers at the last position (spliced only).
     pub machine_stream: Vec<f32>,
 }
@@ -57,6 +60,7 @@ impl<'a> Runner<'a> {
             text_values: vec![Vec::new(); config.layers],
             text_positions: 0,
             states: Vec::new(),
+            schedules: Vec::new(),
             machine_stream: Vec::new(),
         })
     }
@@ -86,6 +90,21 @@ impl<'a> Runner<'a> {
         (r.input_norms, r.post_norms, r.final_norm, r.machine_norm) =
             (norms.input, norms.post, norms.last, norms.machine);
         (r.order, r.eps, r.width, r.splice) = ((0..w).collect(), norms.eps, w, Some(splice));
+        // The bias channel normed at a machine position (a machine token's row; every machine
+        // position's is the same, §2) and at a text position (0).
+        let mut x = vec![0.0f32; w];
+        for &(c, v) in splice.embed.first().map_or(&[][..], |r| &r[..]) {
+            x[c] = v;
+        }
+        let machine_bias = rms_norm(&x, &r.machine_norm, r.eps, &r.order)[splice.bias];
+        r.schedules = splice
+            .layers
+            .iter()
+            .map(|l| match l {
+                Compiled::SwiGlu(l) => Some(Schedule::new(l, w, splice.bias, &[machine_bias, 0.0])),
+                Compiled::DeltaNet(_) => None,
+            })
+            .collect();
         r.reset();
         Ok(r)
     }
@@ -130,6 +149,17 @@ impl<'a> Runner<'a> {
     /// is the one `forward` computes (so the bits are the same), but a weight row is read once for
     /// all of them.
     pub fn forward_many(&mut self, tokens: &[usize]) -> Result<Vec<Vec<f32>>, SpliceError> {
+        self.run(tokens, 0)
+    }
+
+    /// [`Self::forward_many`] when only the last position's logits are wanted (a prompt the host
+    /// feeds): the heads, a matrix product over the whole vocabulary, run once.
+    pub fn forward_last(&mut self, tokens: &[usize]) -> Result<Vec<f32>, SpliceError> {
+        Ok(self.run(tokens, tokens.len().saturating_sub(1))?.pop().unwrap_or_default())
+    }
+
+    /// The positions of `tokens`, and the logits of those from `heads_from` on.
+    fn run(&mut self, tokens: &[usize], heads_from: usize) -> Result<Vec<Vec<f32>>, SpliceError> {
         let (c, h) = (self.config, self.config.hidden);
         let mut xs = Vec::with_capacity(tokens.len());
         for &token in tokens {
@@ -151,7 +181,7 @@ impl<'a> Runner<'a> {
                 None => return Err(SpliceError::Token { token, vocab: c.vocab }),
             }
             if let Some(s) = self.splice {
-                for (l, state) in s.layers.iter().zip(&mut self.states) {
+                for ((l, state), schedule) in s.layers.iter().zip(&mut self.states).zip(&self.schedules) {
                     match (l, state) {
                         (_, Some((net, written))) => {
                             let y = net.step(&rms_norm(&x, &self.machine_norm, self.eps, &self.order));
@@ -159,9 +189,10 @@ impl<'a> Runner<'a> {
                                 x[c] += y[c];
                             }
                         }
-                        (Compiled::SwiGlu(l), None) => {
-                            l.forward_with(&mut x, &self.machine_norm, self.eps, &self.order)
-                        }
+                        (Compiled::SwiGlu(l), None) => match schedule {
+                            Some(sc) => l.forward_scheduled(sc, &mut x, &self.machine_norm, self.eps, &self.order),
+                            None => l.forward_with(&mut x, &self.machine_norm, self.eps, &self.order),
+                        },
                         (Compiled::DeltaNet(_), None) => {}
                     }
                 }
@@ -184,8 +215,9 @@ impl<'a> Runner<'a> {
             self.text_layer(i, &mut xs, &tables, &texts);
         }
         self.text_positions = at;
-        let ns: Vec<Vec<f32>> = xs.iter().map(|x| text::rms_norm(x, &self.final_norm, self.eps)).collect();
-        let mut logits = vec![text::zeros(self.vocab_size()); xs.len()];
+        let ns: Vec<Vec<f32>> =
+            xs.iter().skip(heads_from).map(|x| text::rms_norm(x, &self.final_norm, self.eps)).collect();
+        let mut logits = vec![text::zeros(self.vocab_size()); ns.len()];
         let heads: Vec<&mut [f32]> = logits.iter_mut().map(|l| &mut l[..c.vocab]).collect();
         text::matmul(self.model.lm_head(), &text_part(&ns, h), heads);
         if let Some(s) = self.splice {

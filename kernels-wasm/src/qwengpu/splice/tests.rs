@@ -413,3 +413,40 @@ fn a_launch_stops_where_the_model_diverges() {
     assert!(matches!(e, LaunchError::Diverged { step: 0, token: 1, .. }), "{e}");
     assert!(e.to_string().starts_with("step 0 (warp 0, block 0), token 1: the model chose"), "{e}");
 }
+
+/// A chunk of positions at once gives the bits of one position at a time, whichever logits are
+/// asked for: every position's (`forward_many`) or the last one's (`forward_last`). The chunk is
+/// a kernel's prompt between text tokens, so the machine's layers (their units scheduled by the
+/// channels that are hot, `awake`) do real work.
+#[test]
+fn chunks_give_the_bits_of_single_positions() {
+    let (c, model) = llama();
+    let splice = Splice::new(c).unwrap();
+    let spec = MachineSpec::second();
+    let k = suite::kernels().into_iter().find(|k| k.name == "reverse").unwrap();
+    let (kernel, p, _) = k.machine(k.ptx, &spec).unwrap();
+    let rf = &splice.registers;
+    let prompt =
+        rf.image_tokens(&kernel.program, &p.launch).unwrap().into_iter().chain(rf.memory_tokens(&p.memory).unwrap());
+    let mut rng = Rng::new(9);
+    let ids: Vec<usize> =
+        tokens(&mut rng, 3, c.vocab).into_iter().chain(prompt.map(|t| splice.token_id(t))).take(80).collect();
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    let mut one = Runner::spliced(c, &model, &splice).unwrap();
+    let single: Vec<Vec<u32>> = ids.iter().map(|&t| bits(&one.forward(t).unwrap())).collect();
+    let mut many = Runner::spliced(c, &model, &splice).unwrap();
+    let chunked: Vec<Vec<u32>> =
+        ids.chunks(32).flat_map(|ch| many.forward_many(ch).unwrap()).map(|l| bits(&l)).collect();
+    assert!(single == chunked, "forward_many differs from forward");
+    let mut last = Runner::spliced(c, &model, &splice).unwrap();
+    let tail: Vec<Vec<u32>> = ids.chunks(32).map(|ch| bits(&last.forward_last(ch).unwrap())).collect();
+    let want: Vec<Vec<u32>> = ids
+        .chunks(32)
+        .scan(0, |at, ch| {
+            *at += ch.len();
+            Some(single[*at - 1].clone())
+        })
+        .collect();
+    assert!(tail == want, "forward_last differs from forward");
+    assert_eq!(bits(&last.machine_stream), bits(&one.machine_stream));
+}
