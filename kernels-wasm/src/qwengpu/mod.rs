@@ -52,6 +52,7 @@ pub mod limb_bits;
 pub mod limb_memory;
 #[cfg(feature = "std")]
 pub mod limb_mul;
+#[cfg(feature = "std")]
 pub mod limbs;
 pub mod lower;
 mod lower_bits;
