@@ -87,10 +87,6 @@ fn norm_scaled(x: &Tensor, w: &Tensor, eps: f64) -> Result<Tensor> {
     Ok(x.broadcast_mul(&inv)?.broadcast_mul(w)?)
 }
 
-fn silu(x: &Tensor) -> Result<Tensor> {
-    Ok((x / (x.neg()?.exp()? + 1.0)?)?)
-}
-
 /// `ln(1 + eˣ)`, and x itself above 20 (PyTorch's threshold).
 fn softplus(x: &Tensor) -> Result<Tensor> {
     let soft = (x.exp()? + 1.0)?.log()?;
@@ -140,7 +136,7 @@ fn deltanet(f: &File, i: usize, shape: &Value, n: &Tensor, width: usize) -> Resu
     let name = |p: &str| format!("machine.{i}.{p}");
     let w_qkv = f.dense_t(&name("w_qkv"), channels, width)?;
     let taps = f.get(&name("conv"))?;
-    let z = silu(&compiled(n, f, &name("w_z"), heads * dv, width)?)?.reshape((len, heads, dv))?;
+    let z = candle_nn::ops::silu(&compiled(n, f, &name("w_z"), heads * dv, width)?)?.reshape((len, heads, dv))?;
     let beta = candle_nn::ops::sigmoid(&compiled(n, f, &name("w_b"), heads, width)?)?;
     let a = compiled(n, f, &name("w_a"), heads, width)?;
     let decay = f.get(&name("a_log"))?.exp()?.unsqueeze(0)?;
@@ -152,7 +148,7 @@ fn deltanet(f: &File, i: usize, shape: &Value, n: &Tensor, width: usize) -> Resu
     for start in (0..len).step_by(CHUNK) {
         let (from, end) = (start.saturating_sub(taps.dim(1)? - 1), (start + CHUNK).min(len));
         let conv = causal_conv(&n.narrow(0, from, end - from)?.matmul(&w_qkv)?, taps)?;
-        let conv = silu(&conv.narrow(0, start - from, end - start)?)?;
+        let conv = candle_nn::ops::silu(&conv.narrow(0, start - from, end - start)?)?;
         let q = l2_heads(&conv.narrow(1, 0, heads * dk)?, heads, dk, 1.0 / (dk as f64).sqrt())?;
         let k = l2_heads(&conv.narrow(1, heads * dk, heads * dk)?, heads, dk, 1.0)?;
         let v = conv.narrow(1, 2 * heads * dk, heads * dv)?.reshape((end - start, heads, dv))?;
@@ -236,7 +232,7 @@ fn dense_logits(f: &File, ids: &[usize], at: &[usize]) -> Result<Vec<Vec<f32>>> 
                 let n = norm_divided(&x, machine_norm, eps)?;
                 let gate = compiled(&n, f, &format!("machine.{i}.gate"), units, width)?;
                 let up = compiled(&n, f, &format!("machine.{i}.up"), units, width)?;
-                let hidden = (silu(&gate)? * up)?;
+                let hidden = (candle_nn::ops::silu(&gate)? * up)?;
                 x = (x + compiled(&hidden, f, &format!("machine.{i}.down"), width, units)?)?;
             }
             Some("compiled_gated_deltanet") => {
@@ -284,7 +280,7 @@ fn dense_logits(f: &File, ids: &[usize], at: &[usize]) -> Result<Vec<Vec<f32>>> 
         let attn = Tensor::cat(&outs, 1)?;
         x = add_text(&x, &linear(&attn, w("self_attn.o_proj")?)?)?;
         let n = norm_scaled(&x, f.get(&format!("norm.{i}.post"))?, eps)?.narrow(1, 0, h)?;
-        let act = (silu(&linear(&n, w("mlp.gate_proj")?)?)? * linear(&n, w("mlp.up_proj")?)?)?;
+        let act = (candle_nn::ops::silu(&linear(&n, w("mlp.gate_proj")?)?)? * linear(&n, w("mlp.up_proj")?)?)?;
         x = add_text(&x, &linear(&act, w("mlp.down_proj")?)?)?;
     }
     // Both heads after the final norm, at the positions asked for.

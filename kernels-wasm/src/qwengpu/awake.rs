@@ -70,12 +70,10 @@ impl Layer {
     pub fn forward_scheduled(&self, schedule: &Schedule, x: &mut [f32], w: &[f32], eps: f32, order: &[usize]) {
         let n = rms_norm(x, w, eps, order);
         let bits = n.get(schedule.bias).map(|b| b.to_bits());
-        let Some((_, awake)) = schedule.awake.iter().find(|(b, _)| Some(*b) == bits) else {
-            return self.forward_with(x, w, eps, order);
+        let awake = schedule.awake.iter().find(|(b, _)| Some(*b) == bits);
+        let Some((_, awake)) = awake.filter(|_| schedule.readers.len() == x.len()) else {
+            return self.forward_normed(&n, x);
         };
-        if schedule.readers.len() != x.len() {
-            return self.forward_with(x, w, eps, order);
-        }
         let mut fire = vec![false; self.units.len()];
         for &u in awake {
             fire[u as usize] = true;

@@ -82,7 +82,11 @@ impl Layer {
     /// model (`splice`), where only the machine's channels have §2's weights. Only the channels
     /// the units write change.
     pub fn forward_with(&self, x: &mut [f32], w: &[f32], eps: f32, order: &[usize]) {
-        let n = rms_norm(x, w, eps, order);
+        self.forward_normed(&rms_norm(x, w, eps, order), x);
+    }
+
+    /// [`Self::forward_with`] on the stream `x` already normed to `n`.
+    pub(super) fn forward_normed(&self, n: &[f32], x: &mut [f32]) {
         let dot = |w: &[(usize, f32)]| w.iter().fold(0.0f32, |s, &(i, v)| s + v * n[i]);
         let mut out = vec![0.0f32; x.len()];
         for u in &self.units {

@@ -13,7 +13,8 @@
 //!   DeltaNet's are summed in column order whatever their order in the file); their dense shapes
 //!   are in config.json. A coordinate may appear more than once (a unit's gate can read one
 //!   channel through two terms): the dense matrix holds the sum of its entries
-//!   (`tests/qwengpu_dense.rs` checks the file that way). The machine tokens' embedding and head rows are stored the same way.
+//!   (`tests/qwengpu_dense.rs` checks the file that way). The machine tokens' embedding and head
+//!   rows are stored the same way.
 //!
 //! Loading checks everything a hostile file could get wrong (a missing or misshapen tensor, an
 //! index past its dense shape, a vocabulary that does not add up) and names it.
