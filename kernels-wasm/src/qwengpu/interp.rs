@@ -13,8 +13,15 @@
 //! the lanes merge there (immediate post-dominator reconvergence, as GPUs do it). A loop whose
 //! lanes leave at different iterations pushes at most one entry per leaving lane, so the stack
 //! is never deeper than lanes × nesting. The stack is the machine's SIMT state.
+//!
+//! The second machine ([`Reconverge::LowestPc`]) keeps no stack: each lane has a PC, and a step
+//! runs the lanes at the warp's lowest PC. Its ROM order (`layout`) puts every join after the
+//! paths that reach it and every loop's exit after the loop, so the lanes merge at the joins as
+//! on the stack, and sometimes earlier (the suite takes 7,616 steps instead of 8,037). A
+//! lane's next PC is a function of its block and its own branch predicate, so the model can
+//! write it without reading it first (`docs/qwengpu-second-machine.md` §24).
 
-use super::isa::{Inst, MachineSpec, Program, Shfl, Space, Special, Src};
+use super::isa::{Inst, MachineSpec, Program, Reconverge, Shfl, Space, Special, Src};
 use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -77,18 +84,28 @@ pub struct Warp {
     pub first_tid: usize,
     /// `regs[lane][r]`.
     pub regs: Vec<Vec<u32>>,
+    /// The SIMT stack ([`Reconverge::Stack`]; empty under [`Reconverge::LowestPc`]).
     pub stack: Vec<Entry>,
+    /// Each lane's PC, `None` once it exited ([`Reconverge::LowestPc`]; empty under
+    /// [`Reconverge::Stack`]).
+    pub pcs: Vec<Option<usize>>,
     pub at_barrier: bool,
 }
 
 impl Warp {
     pub fn finished(&self) -> bool {
-        self.stack.is_empty()
+        self.stack.is_empty() && self.pcs.iter().all(Option::is_none)
     }
 
-    /// The block that runs next and its lanes.
+    /// The block that runs next and its lanes: the stack's top entry, or the lowest PC and the
+    /// lanes at it.
     pub fn active(&self) -> (usize, u32) {
-        self.stack.last().map(|e| (e.pc, e.mask)).unwrap_or((0, 0))
+        match self.pcs.iter().flatten().min() {
+            Some(&low) => {
+                (low, self.pcs.iter().enumerate().filter(|&(_, &p)| p == Some(low)).fold(0, |m, (l, _)| m | 1 << l))
+            }
+            None => self.stack.last().map(|e| (e.pc, e.mask)).unwrap_or((0, 0)),
+        }
     }
 
     /// Pops entries that reached their join or lost all their lanes.
@@ -198,7 +215,14 @@ impl Machine {
                 cta,
                 first_tid,
                 regs: vec![vec![0; spec.regs]; spec.lanes],
-                stack: vec![Entry { pc: 0, join: None, mask: (1 << spec.lanes) - 1 }],
+                stack: match spec.reconverge {
+                    Reconverge::Stack => vec![Entry { pc: 0, join: None, mask: (1 << spec.lanes) - 1 }],
+                    Reconverge::LowestPc => Vec::new(),
+                },
+                pcs: match spec.reconverge {
+                    Reconverge::Stack => Vec::new(),
+                    Reconverge::LowestPc => vec![Some(0); spec.lanes],
+                },
                 at_barrier: false,
             })
             .collect();
@@ -244,6 +268,22 @@ impl Machine {
             self.execute(wi, &lanes, inst, &mut exited, &mut stored);
         }
         let w = &mut self.warps[wi];
+        if self.spec.reconverge == Reconverge::LowestPc {
+            for &l in &lanes {
+                w.pcs[l] = match block.last() {
+                    _ if exited & 1 << l != 0 => None,
+                    Some(&Inst::Bra { target, c, neg, .. })
+                        if c.is_none_or(|c| (w.regs[l][c as usize] != 0) != neg) =>
+                    {
+                        Some(target as usize)
+                    }
+                    _ => Some(pc + 1),
+                };
+            }
+            self.steps += 1;
+            self.schedule();
+            return Ok(Some((StepRecord { warp: wi, block: pc, mask }, stored)));
+        }
         let top = w.stack.len() - 1;
         w.stack[top].pc = pc + 1;
         if let Some(&Inst::Bra { target, c, neg, join }) = block.last() {

@@ -16,8 +16,20 @@ fn run(
     block: usize,
     params: &[u32],
 ) -> (Vec<u32>, Vec<StepRecord>) {
+    run_on(Reconverge::Stack, blocks, input, grid, block, params)
+}
+
+fn run_on(
+    reconverge: Reconverge,
+    blocks: Vec<Vec<Inst>>,
+    input: &[u32],
+    grid: usize,
+    block: usize,
+    params: &[u32],
+) -> (Vec<u32>, Vec<StepRecord>) {
     let launch = Launch { grid, block, params: params.to_vec() };
-    let mut m = Machine::new(MachineSpec::default(), Program { blocks }, input, launch).unwrap();
+    let spec = MachineSpec { reconverge, ..MachineSpec::default() };
+    let mut m = Machine::new(spec, Program { blocks }, input, launch).unwrap();
     let steps = m.run(100_000).unwrap();
     (m.global, steps)
 }
@@ -56,12 +68,15 @@ fn vector_add_with_a_guard() {
         ],
         vec![Inst::Exit],
     ];
-    let (global, steps) = run(blocks, &input, 1, 10, &params);
-    let want: Vec<u32> = a.iter().zip(&b).map(|(x, y)| x.wrapping_add(*y)).collect();
-    assert_eq!(&global[20..30], &want[..]);
-    // Warp 2 holds threads 8..12: lanes 2 and 3 branch straight to the exit.
-    assert!(steps.iter().any(|s| s.warp == 2 && s.block == 1 && s.mask == 0b0011));
-    assert!(steps.iter().any(|s| s.warp == 2 && s.block == 3 && s.mask == 0b1111), "{steps:?}");
+    // Both rules merge the lanes at the exit: there the join is the lowest PC left.
+    for reconverge in [Reconverge::Stack, Reconverge::LowestPc] {
+        let (global, steps) = run_on(reconverge, blocks.clone(), &input, 1, 10, &params);
+        let want: Vec<u32> = a.iter().zip(&b).map(|(x, y)| x.wrapping_add(*y)).collect();
+        assert_eq!(&global[20..30], &want[..]);
+        // Warp 2 holds threads 8..12: lanes 2 and 3 branch straight to the exit.
+        assert!(steps.iter().any(|s| s.warp == 2 && s.block == 1 && s.mask == 0b0011));
+        assert!(steps.iter().any(|s| s.warp == 2 && s.block == 3 && s.mask == 0b1111), "{reconverge:?}: {steps:?}");
+    }
 }
 
 /// A loop whose trip count differs per lane: lanes reconverge at the loop's exit.
@@ -85,11 +100,45 @@ fn divergent_loops_reconverge() {
             Inst::Exit,
         ],
     ];
-    let (global, steps) = run(blocks, &[], 1, 8, &[]);
-    let want: Vec<u32> = (0..8).map(|t: u32| (0..t).sum()).collect();
-    assert_eq!(&global[..8], &want[..]);
-    // Each warp stores once, all four lanes together.
-    assert_eq!(steps.iter().filter(|s| s.block == 3).map(|s| s.mask).collect::<Vec<_>>(), [0b1111, 0b1111]);
+    for reconverge in [Reconverge::Stack, Reconverge::LowestPc] {
+        let (global, steps) = run_on(reconverge, blocks.clone(), &[], 1, 8, &[]);
+        let want: Vec<u32> = (0..8).map(|t: u32| (0..t).sum()).collect();
+        assert_eq!(&global[..8], &want[..]);
+        // Each warp stores once, all four lanes together: lanes that left the loop wait at the
+        // exit while the others, at lower PCs, go round.
+        let stores: Vec<u32> = steps.iter().filter(|s| s.block == 3).map(|s| s.mask).collect();
+        assert_eq!(stores, [0b1111, 0b1111], "{reconverge:?}");
+    }
+}
+
+/// Where the two rules part: a join laid out *before* a path to it (as clang lays out a rotated
+/// loop's latch). The stack still merges the lanes at the join; at the lowest PC the lanes that
+/// reach the join first run it alone, which is why `layout` puts every join after its paths.
+#[test]
+fn the_lowest_pc_merges_only_where_the_layout_lets_it() {
+    // Block 0 branches to 2 (taken by odd lanes) or falls to 1, which jumps over the join 2 to
+    // 3, which jumps back to 2 (the join); 2 stores and exits.
+    let blocks = vec![
+        vec![
+            Inst::S2R { d: 0, s: Special::Tid },
+            alu(Alu::And, 1, Reg(0), Imm(1)),
+            Inst::Bra { target: 2, c: Some(1), neg: false, join: 2 },
+        ],
+        vec![Inst::Bra { target: 3, c: None, neg: false, join: 3 }],
+        vec![
+            alu(Alu::Shl, 2, Reg(0), Imm(2)),
+            Inst::St { space: Space::Global, a: Reg(2), off: 0, v: Reg(0) },
+            Inst::Exit,
+        ],
+        vec![Inst::Bra { target: 2, c: None, neg: false, join: 2 }],
+    ];
+    let joined = |reconverge| {
+        let (global, steps) = run_on(reconverge, blocks.clone(), &[], 1, 4, &[]);
+        assert_eq!(&global[..4], &[0, 1, 2, 3], "{reconverge:?}");
+        steps.iter().filter(|s| s.block == 2).map(|s| s.mask).collect::<Vec<_>>()
+    };
+    assert_eq!(joined(Reconverge::Stack), [0b1111]);
+    assert_eq!(joined(Reconverge::LowestPc), [0b1010, 0b0101]);
 }
 
 /// Shared memory and a barrier: each thread writes its id, the block waits, then each reads its

@@ -38,6 +38,23 @@ pub struct MachineSpec {
     /// lane's store could be seen, or missed): with this set, the lowering ends a block before
     /// such an access ([`Inst::conflicts`]).
     pub lanes_in_turn: bool,
+    /// How a warp's lanes that took different paths are scheduled and merged again.
+    pub reconverge: Reconverge,
+}
+
+/// A warp's reconvergence rule (`interp`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Reconverge {
+    /// An immediate-post-dominator SIMT stack: a divergent branch pushes both paths, each runs
+    /// to the branch's join block, where the lanes merge (as GPUs do it).
+    #[default]
+    Stack,
+    /// Each lane keeps its own PC and a step runs the lanes whose PC is the warp's lowest
+    /// (Collange's stack-less reconvergence). Lanes merge wherever their PCs meet, which for
+    /// code laid out with every join after the paths that reach it is the join itself. Its
+    /// whole state is a PC per lane, written without reading itself, which is what the second
+    /// machine's sequencer can hold (`docs/qwengpu-second-machine.md` §24).
+    LowestPc,
 }
 
 impl Default for MachineSpec {
@@ -53,6 +70,7 @@ impl Default for MachineSpec {
             max_block_threads: 32,
             divider: true,
             lanes_in_turn: false,
+            reconverge: Reconverge::Stack,
         }
     }
 }
@@ -62,7 +80,13 @@ impl MachineSpec {
     /// its layers cannot hold one (§4), so each division is `soft_div`'s loop; a ROM of
     /// [`SECOND_ROM_BLOCKS`] blocks holds the loops (a kernel with three divisions takes 43).
     pub fn second() -> MachineSpec {
-        MachineSpec { rom_blocks: SECOND_ROM_BLOCKS, divider: false, lanes_in_turn: true, ..MachineSpec::default() }
+        MachineSpec {
+            rom_blocks: SECOND_ROM_BLOCKS,
+            divider: false,
+            lanes_in_turn: true,
+            reconverge: Reconverge::LowestPc,
+            ..MachineSpec::default()
+        }
     }
 }
 

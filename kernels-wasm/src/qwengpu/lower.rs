@@ -13,7 +13,7 @@
 //! 4. ROM blocks of up to `block_len` instructions in PTX order; a branch, `bar.sync` or `ret`
 //!    ends one. Every refusal names the PTX line and the limit.
 
-use super::isa::{Inst, MachineSpec, Program, Src};
+use super::isa::{Inst, MachineSpec, Program, Reconverge, Src};
 use super::ptx::{Entry, Instruction, Operand, PtxError, Stmt};
 use super::select::{err, translate, Ctx, SCRATCH};
 use alloc::collections::BTreeMap;
@@ -37,6 +37,9 @@ pub struct Kernel {
     /// arrays whose address is passed as one more parameter.
     pub local_bytes: usize,
 }
+
+/// A branch's predicate register (`None`: never set, refused) and whether it branches on 0.
+type Guard = (Option<u8>, bool);
 
 struct Block {
     label: Option<String>,
@@ -294,12 +297,21 @@ pub fn lower(entry: &Entry, spec: &MachineSpec) -> Result<Kernel, PtxError> {
         }
     }
     let map = |r: u8| if r == SCRATCH { (spec.regs - 1) as u8 } else { phys[r as usize] };
-    // 4. ROM blocks: the first ROM block of each PTX block, then targets and joins.
+    // 4. ROM blocks in the machine's block order: the first ROM block of each PTX block, then
+    // targets and joins. A PTX block whose fall-through successor is not the next in that order
+    // ends in a branch to it (a conditional branch inverted where its target comes next).
+    let order = match spec.reconverge {
+        Reconverge::Stack => (0..n).collect(),
+        Reconverge::LowestPc => super::layout::loop_order(&blocks.iter().map(|b| b.succ.clone()).collect::<Vec<_>>()),
+    };
     let mut rom: Vec<Vec<Inst>> = Vec::new();
     let mut rom_lines = Vec::new();
     let mut first_rom = vec![0usize; n + 1];
-    let mut pending: Vec<(usize, usize)> = Vec::new(); // (rom block, ptx block) whose branch needs its target
-    for (bi, b) in blocks.iter().enumerate() {
+    // (rom block, target PTX block, guard, the PTX block whose join it takes)
+    let mut pending: Vec<(usize, usize, Option<Guard>, usize)> = Vec::new();
+    for (k, &bi) in order.iter().enumerate() {
+        let b = &blocks[bi];
+        let next = order.get(k + 1).copied();
         first_rom[bi] = rom.len();
         let mut cur: Vec<Inst> = Vec::new();
         let mut cur_line = b.insts.first().map(|i| i.line).unwrap_or(entry.line);
@@ -329,17 +341,40 @@ pub fn lower(entry: &Entry, spec: &MachineSpec) -> Result<Kernel, PtxError> {
                 }
             }
         }
-        let branch = b.insts.last().filter(|i| i.op[0] == "bra");
-        if let Some(i) = branch {
+        let last = b.insts.last();
+        let line = last.map_or(cur_line, |i| i.line);
+        let guard = match last.filter(|i| i.op[0] == "bra").map(|i| &i.guard) {
+            Some(Some((p, neg))) => Some(Some((cx.vregs.get(p).copied().map(map), *neg))),
+            Some(None) => Some(None),
+            None => None,
+        };
+        let returns = last.is_some_and(|i| matches!(i.op[0].as_str(), "ret" | "exit"));
+        // The PTX successor reached by falling through, if any.
+        let fall = (!returns && guard != Some(None) && bi + 1 < n).then_some(bi + 1);
+        let mut branches: Vec<(usize, Option<Guard>)> = Vec::new();
+        match guard {
+            Some(None) => branches.push((b.succ[0], None)),
+            Some(Some(g)) if fall.is_some() && fall != next && next == Some(b.succ[0]) => {
+                branches.push((bi + 1, Some((g.0, !g.1))));
+            }
+            Some(Some(g)) => branches.push((b.succ[0], Some(g))),
+            None => {}
+        }
+        if let Some(f) = fall.filter(|&f| next != Some(f) && branches.first().is_none_or(|&(t, _)| t != f)) {
+            branches.push((f, None));
+        }
+        for (target, g) in branches {
             if cur.len() + 1 > spec.block_len {
                 rom.push(core::mem::take(&mut cur));
                 rom_lines.push(cur_line);
             }
             if cur.is_empty() {
-                cur_line = i.line;
+                cur_line = line;
             }
             cur.push(Inst::Bra { target: 0, c: None, neg: false, join: 0 });
-            pending.push((rom.len(), bi));
+            pending.push((rom.len(), target, g, bi));
+            rom.push(core::mem::take(&mut cur));
+            rom_lines.push(cur_line);
         }
         if !cur.is_empty() {
             rom.push(cur);
@@ -354,15 +389,13 @@ pub fn lower(entry: &Entry, spec: &MachineSpec) -> Result<Kernel, PtxError> {
         }
     }
     first_rom[n] = rom.len();
-    for (r, bi) in pending {
-        let i = blocks[bi].insts.last().ok_or(PtxError { line: entry.line, what: "branch".into() })?;
-        let c = i.guard.as_ref().map(|(p, neg)| (cx.vregs.get(p).copied().map(map), *neg));
-        let target = first_rom[blocks[bi].succ[0]] as u16;
-        let j = first_rom[join[bi]] as u16;
+    for (r, target, guard, bi) in pending {
+        let line = blocks[bi].insts.last().map_or(entry.line, |i| i.line);
+        let (target, j) = (first_rom[target] as u16, first_rom[join[bi]] as u16);
         let last = rom[r].len() - 1;
-        rom[r][last] = match c {
+        rom[r][last] = match guard {
             Some((Some(c), neg)) => Inst::Bra { target, c: Some(c), neg, join: j },
-            Some((None, _)) => return err(i.line, "a branch on a predicate that is never set"),
+            Some((None, _)) => return err(line, "a branch on a predicate that is never set"),
             None => Inst::Bra { target, c: None, neg: false, join: j },
         };
     }

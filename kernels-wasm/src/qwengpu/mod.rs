@@ -44,6 +44,7 @@ pub mod head;
 mod inline;
 pub mod interp;
 pub mod isa;
+mod layout;
 #[cfg(feature = "std")]
 pub mod limb_alu;
 #[cfg(feature = "std")]

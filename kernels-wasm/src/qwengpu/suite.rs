@@ -530,6 +530,38 @@ mod tests {
             assert!(steps > 0);
         }
     }
+
+    /// The second machine reconverges at the lowest PC, in the ROM order of `layout`. On the
+    /// suite's code that gives the plain Rust arrays, and a warp's lanes merge at least where
+    /// the IPDOM stack merges them, run on the same ROM: no kernel takes more steps (some take
+    /// fewer, where lanes meet before a join). With clang's own block order, `prefix_scan` and
+    /// `bitonic_sort` run `bar.sync` with half a warp and give wrong arrays.
+    #[test]
+    fn the_second_machine_merges_lanes_at_the_lowest_pc() {
+        use crate::qwengpu::isa::Reconverge;
+        let lowest = MachineSpec::second();
+        let stack = MachineSpec { reconverge: Reconverge::Stack, ..lowest };
+        let (mut fewer, mut total) = (0, [0u64; 2]);
+        for k in kernels() {
+            let (_, p, mut m) = k.machine(k.ptx, &lowest).unwrap_or_else(|e| panic!("{e}"));
+            let mut on_stack = Machine::new(stack, m.program.clone(), &p.memory, p.launch.clone()).unwrap();
+            m.run(1_000_000).unwrap();
+            on_stack.run(1_000_000).unwrap();
+            assert_eq!(p.read_arrays(&m.global), k.expected(&p), "{}", k.name);
+            assert_eq!(p.read_arrays(&on_stack.global), k.expected(&p), "{} (stack)", k.name);
+            assert!(
+                m.steps <= on_stack.steps,
+                "{}: {} steps at the lowest PC, {} on the stack",
+                k.name,
+                m.steps,
+                on_stack.steps
+            );
+            fewer += usize::from(m.steps < on_stack.steps);
+            total[0] += m.steps;
+            total[1] += on_stack.steps;
+        }
+        assert!(fewer > 0, "no kernel merges its lanes earlier at the lowest PC ({total:?} steps)");
+    }
 }
 
 #[cfg(test)]
