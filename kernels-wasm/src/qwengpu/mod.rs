@@ -9,7 +9,9 @@
 //! `limb_alu` stacks them all side by side, one lane's ALU; `soft_div` turns division into a
 //! routine of other instructions for a machine without a divider (the second machine's case);
 //! `machine_tokens` is the hop between positions: VAL and record tokens' embeddings and the head
-//! that samples them.
+//! that samples them; `layout` orders the second machine's ROM so that its lanes, which
+//! reconverge at the lowest PC, merge at the joins, and `sequencer` is what its layers must
+//! compute to name each next record.
 //!
 //! The compiled machine: `deltanet` is Qwen3.5's Gated DeltaNet in f32, `memory` and `alu` argue
 //! why chosen weights make its state rows and its MLPs exact; `net` is the residual stream of
@@ -76,6 +78,7 @@ pub mod rom;
 #[cfg(feature = "std")]
 pub mod run;
 mod select;
+pub mod sequencer;
 #[cfg(feature = "std")]
 pub mod slot_counter;
 mod soft_div;
