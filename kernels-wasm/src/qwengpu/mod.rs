@@ -67,6 +67,8 @@ pub mod memory;
 pub mod mlp;
 #[cfg(feature = "std")]
 pub mod net;
+#[cfg(feature = "std")]
+pub mod pc_rows;
 pub mod program_image;
 pub mod ptx;
 #[cfg(feature = "std")]

@@ -156,7 +156,7 @@ impl RegisterFile {
     fn block(&self) -> usize {
         self.first
     }
-    fn warp(&self) -> usize {
+    pub(super) fn warp(&self) -> usize {
         self.block() + self.shape.blocks
     }
     /// The image flag (a VAL token of the program image), then the exec flag.
@@ -580,8 +580,8 @@ impl RegisterFile {
             return Err(ImageTooLarge::Blocks { blocks, max: s.blocks });
         }
         let mut tokens = Vec::new();
-        for (b, c) in block_carry(program).iter().enumerate() {
-            let (regs, stores) = (live_regs(c.live_out_writes), store_slots(&program.blocks[b]));
+        for (b, &set) in sent(program).iter().enumerate() {
+            let (regs, stores) = (live_regs(set), store_slots(&program.blocks[b]));
             let slots = s.lanes * (2 * regs.len() + 3 * stores.len());
             let block_len = s.rom_words / WORDS;
             if slots > s.slots {
@@ -622,6 +622,23 @@ impl RegisterFile {
         }
         tokens
     }
+}
+
+/// The registers each block's step sends (a bit set per block): its written registers that are
+/// live after it; and where a block ending in a conditional branch would send nothing at all,
+/// its predicate, so that each of its lanes has a start where the executor decides the lane's
+/// next PC (`pc_rows`; 2,205 lanes of the suite, docs §24).
+pub fn sent(program: &Program) -> Vec<u32> {
+    block_carry(program)
+        .iter()
+        .zip(&program.blocks)
+        .map(|(c, block)| match block.last() {
+            Some(&Inst::Bra { c: Some(guard), .. }) if c.live_out_writes == 0 && store_slots(block).is_empty() => {
+                1 << guard
+            }
+            _ => c.live_out_writes,
+        })
+        .collect()
 }
 
 /// The registers of a bit set, in order.

@@ -35,8 +35,10 @@
 //! the register file (the step's block, its ROM words and a lane's 15 registers, loaded at the
 //! lane's first position), the executor (`exec`: the block's four instructions run on those
 //! registers, 14 SwiGLU layers each) and the results row (`results`): at every position of a
-//! step whose next slot is set, the model's argmax is that slot's VAL token. The sequencer is
-//! not built, so at a step's last position the argmax is still the token the position holds.
+//! step whose next slot is set, the model's argmax is that slot's VAL token; and the PC rows
+//! (`pc_rows`): each lane's next PC, written at the step's record and at each lane's start.
+//! The next record is not read from them yet, so at a step's last position the argmax is still
+//! the token the position holds.
 
 pub mod chat;
 pub mod drift;
@@ -53,6 +55,7 @@ use super::exec::Exec;
 use super::isa::MachineSpec;
 use super::limbs::{Layer, M};
 use super::machine_tokens::{Token, Vocab};
+use super::pc_rows::PcRows;
 use super::register_file::{shared_groups, RegisterFile, Shape};
 use super::results::Results;
 use super::slot_counter::Counter;
@@ -113,6 +116,8 @@ pub struct Splice {
     pub exec: Exec,
     /// The results row and the output that names the next slot's token (`results`).
     pub results: Results,
+    /// Each lane's PC (`pc_rows`), what the sequencer will read.
+    pub pcs: PcRows,
     /// Every machine token's embedding and unembedding row (sparse), by machine id.
     pub embed: Vec<Vec<(usize, f32)>>,
     pub head: Vec<Vec<(usize, f32)>>,
@@ -245,7 +250,8 @@ impl Splice {
             first: rf.first + rf.len(),
         };
         let results = Results { registers: rf, stores: exec.stores(), first: exec.first + exec.len() };
-        let need = results.first - h + results.len() + 1;
+        let pcs = PcRows { registers: rf, start: results.start(), first: results.first + results.len() };
+        let need = pcs.first - h + pcs.len() + 1;
         if need > width - h {
             return Err(SpliceError::Narrow { need, hidden: h, have: width - h });
         }
@@ -276,6 +282,7 @@ impl Splice {
         let mut stages = built.stages;
         if let Some(first) = stages.first_mut() {
             first.units.extend(results.flags().units);
+            first.units.extend(pcs.decode().units);
         }
         // A store's word index is latched before the second stage, which turns it into the
         // memory groups that every load mixer (from the sixth stage on) writes at.
@@ -289,7 +296,12 @@ impl Splice {
             }
             layers.push(Compiled::SwiGlu(stage));
         }
+        // The results row, then the lane's next PC (from the registers after the block) and the
+        // PC rows, then the output that names the next slot's token.
         layers.push(Compiled::DeltaNet(Box::new(results.weights())));
+        layers.push(Compiled::SwiGlu(pcs.predicate()));
+        layers.push(Compiled::SwiGlu(pcs.next_pc()));
+        layers.push(Compiled::DeltaNet(Box::new(pcs.weights())));
         layers.push(Compiled::SwiGlu(results.output()));
         let flag = width - 1;
         let tokens: Vec<Token> = (0..vocab.len()).filter_map(|id| vocab.token(id)).collect();
@@ -316,6 +328,7 @@ impl Splice {
             registers: rf,
             exec,
             results,
+            pcs,
             embed,
             head,
         })

@@ -5,7 +5,8 @@
 //!   channels, ε), the layer list in order (the compiled SwiGLU and Gated DeltaNet layers, then
 //!   the text's decoder layers) with each compiled layer's dense shapes and nonzero count, the
 //!   vocabulary (text tokens, then VAL and record tokens and the channels of their fields), the
-//!   slot counter's, the register file's, the executor's and the results row's channels.
+//!   slot counter's, the register file's, the executor's, the results row's and the PC rows'
+//!   channels.
 //! - **model.safetensors** holds every tensor as F32 (the text's dequantised values are exact in
 //!   f32, so the checkpoint runs bit for bit as the model it came from). The compiled matrices
 //!   are sparse: each is three tensors, `.rows` and `.cols` (U32) and `.values` (F32), one entry
@@ -27,6 +28,7 @@ use kernels_wasm::qwen3::model::{Config, FloatLayer, FloatModel};
 use kernels_wasm::qwengpu::exec::Exec;
 use kernels_wasm::qwengpu::limbs::{Layer, Unit};
 use kernels_wasm::qwengpu::machine_tokens::{Field, Vocab};
+use kernels_wasm::qwengpu::pc_rows::PcRows;
 use kernels_wasm::qwengpu::register_file::RegisterFile;
 use kernels_wasm::qwengpu::results::Results;
 use kernels_wasm::qwengpu::splice::{Compiled, Splice, StreamNorms};
@@ -57,7 +59,8 @@ pub const FORMAT: &str = "substrates-qwengpu-spliced";
 /// 10: the reset record; 11: shuffles (the register file's rows beside the executor).
 /// 12: text positions attend to text positions only, at RoPE positions that count text tokens
 /// (the same weights, read as a different model: docs/qwengpu-second-machine.md §20).
-pub const VERSION: u32 = 12;
+/// 13: each lane's PC in rows (`pc_rows`), and the second machine's ROM in its lowest-PC order.
+pub const VERSION: u32 = 13;
 
 /// The text model: its shape, what it was read from, and whether its head is its embedding.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -129,6 +132,8 @@ pub struct CheckpointConfig {
     pub exec: Exec,
     /// The results row's first channel (the rest follow from the register file's).
     pub results_first: usize,
+    /// The PC rows' first channel (`pc_rows`).
+    pub pc_first: usize,
 }
 
 /// A tensor on its way into the file: name, dtype, shape, bytes.
@@ -255,6 +260,7 @@ pub fn write(
         register_file: splice.registers,
         exec: splice.exec,
         results_first: splice.results.first,
+        pc_first: splice.pcs.first,
     };
     let path = dir.join("config.json");
     std::fs::write(&path, serde_json::to_string_pretty(&config)?)
@@ -471,6 +477,7 @@ pub fn load(dir: &Path) -> Result<Loaded> {
             registers: file.register_file,
             exec: file.exec,
             results: Results { registers: file.register_file, stores: file.exec.stores(), first: file.results_first },
+            pcs: PcRows { registers: file.register_file, start: file.results_first, first: file.pc_first },
         };
         splice.check()?;
         Ok(Loaded { config: c, model, splice, norms, file: file.clone() })

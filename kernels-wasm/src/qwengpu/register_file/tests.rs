@@ -142,6 +142,10 @@ pub(crate) trait Fed {
     fn memory(&self, words: usize) -> Option<Vec<u32>>;
     /// Thread block `cta`'s shared memory as the model's rows hold it.
     fn shared(&self, cta: usize) -> Option<Vec<u32>>;
+    /// Every lane's PC in the PC rows (`pcs[warp][lane]`), if the model has them.
+    fn pcs(&self, _warps: usize) -> Option<Vec<Vec<u8>>> {
+        None
+    }
 }
 
 impl Fed for Stack {
@@ -198,6 +202,8 @@ pub(crate) struct Checked {
     pub memory_wrong: usize,
     /// Global stores the steps' tokens carried.
     pub stored: usize,
+    /// Steps after which every lane's PC in the PC rows was the interpreter's.
+    pub pcs: usize,
     /// Of the predicted tokens, those of a store's slots (word index, low or high half).
     pub predicted_stores: usize,
     pub nonzero: usize,
@@ -220,7 +226,7 @@ pub(crate) fn follow(
 ) -> Checked {
     let spec = MachineSpec::second();
     let (k, _, mut m): (_, _, Machine) = kernel.machine(kernel.ptx, &spec).unwrap();
-    let (carry, uses) = (block_carry(&k.program), uses_defs(&k.program));
+    let (sent, uses) = (sent(&k.program), uses_defs(&k.program));
     let feed = |model: &mut _, t: Token, probe, rng: &mut Rng| {
         if rng.next_u64().is_multiple_of(11) {
             Fed::text(model, rng);
@@ -275,7 +281,7 @@ pub(crate) fn follow(
         let probe = (!reads.is_empty()).then(|| reads[(rng.next_u64() % reads.len() as u64) as usize]);
         let before = m.warps[wi].regs.clone();
         let (step, stored) = m.step_stored().unwrap().unwrap();
-        let live_out = carry[step.block].live_out_writes;
+        let live_out = sent[step.block];
         let tokens = RegisterFile::step_tokens(&step, live_out, &m.warps[step.warp].regs, &stored);
         checked.stored += stored.len();
         let block = &k.program.blocks[step.block];
@@ -360,6 +366,20 @@ pub(crate) fn follow(
             }
         }
         assert!(model_global == m.global, "{}: step {}: stores in token order", kernel.name, m.steps);
+        // The PC rows hold each lane's PC after the step, as the interpreter's lanes have them.
+        if let Some(pcs) = model.pcs(m.warps.len()).filter(|_| with_table) {
+            let want: Vec<Vec<u8>> = m
+                .warps
+                .iter()
+                .map(|w| w.pcs.iter().map(|p| p.map_or(crate::qwengpu::sequencer::EXITED, |p| p as u8)).collect())
+                .collect();
+            assert_eq!(
+                pcs, want,
+                "{}: step {} (warp {}, block {}): the PC rows",
+                kernel.name, m.steps, step.warp, step.block
+            );
+            checked.pcs += 1;
+        }
     }
     checked
 }

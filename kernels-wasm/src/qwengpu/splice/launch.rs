@@ -12,11 +12,10 @@
 use super::drift::CHUNK;
 use super::{Runner, Splice, SpliceError};
 use crate::bitnet::model::sample::greedy as argmax;
-use crate::qwengpu::carry::block_carry;
 use crate::qwengpu::interp::{Launch, Machine, MachineError};
 use crate::qwengpu::isa::{MachineSpec, Program};
 use crate::qwengpu::machine_tokens::Token;
-use crate::qwengpu::register_file::{store_slots, ImageTooLarge, RegisterFile};
+use crate::qwengpu::register_file::{self, store_slots, ImageTooLarge, RegisterFile};
 use alloc::vec::Vec;
 use core::ops::ControlFlow;
 
@@ -93,13 +92,13 @@ pub fn launch(
         chosen: 0,
         stores: 0,
     };
-    let carry = block_carry(program);
+    let sent = register_file::sent(program);
     while !m.finished() {
         if m.steps >= max_steps {
             return Err(MachineError::StepLimit(max_steps).into());
         }
         let (step, stored) = m.step_stored()?.ok_or(MachineError::StepLimit(m.steps))?;
-        let live_out = carry[step.block].live_out_writes;
+        let live_out = sent[step.block];
         let want = RegisterFile::step_tokens(&step, live_out, &m.warps[step.warp].regs, &stored);
         let mut logits = runner.forward(splice.token_id(want[0]))?;
         out.tokens += 1;

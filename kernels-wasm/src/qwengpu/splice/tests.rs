@@ -210,6 +210,8 @@ struct SplicedRun<'a> {
     /// The first load mixer and its layout, then the first shared mixer and its.
     memory: (usize, Layout),
     shared: (usize, Layout),
+    /// The PC rows' layer.
+    pcs: usize,
     /// The last position's logits.
     logits: Vec<f32>,
     /// Whether the reset record is fed (a test leaves it out).
@@ -254,6 +256,11 @@ impl Fed for SplicedRun<'_> {
     fn shared(&self, cta: usize) -> Option<Vec<u32>> {
         shared_words(self.runner.deltanet(self.shared.0)?, &self.shared.1, cta)
     }
+
+    fn pcs(&self, warps: usize) -> Option<Vec<Vec<u8>>> {
+        let (rows, net) = (&self.splice.pcs, self.runner.deltanet(self.pcs)?);
+        (0..warps).map(|w| (0..rows.registers.shape.lanes).map(|l| rows.pc_of(net, w, l)).collect()).collect()
+    }
 }
 
 /// How [`run_kernels`] feeds its kernels.
@@ -292,6 +299,11 @@ fn run_kernels(names: &[&str], max_steps: usize, context: Context) -> Vec<(&'sta
         file,
         memory: memory.clone(),
         shared: shared.clone(),
+        pcs: splice
+            .layers
+            .iter()
+            .position(|l| matches!(l, Compiled::DeltaNet(w) if w.w_out.nonzero_rows().contains(&splice.pcs.read())))
+            .unwrap(),
         logits: Vec::new(),
         reset: context != Context::One { reset: false },
     };
@@ -318,6 +330,7 @@ fn exact(all: Vec<(&str, Checked)>) -> Checked {
         total.predicted += checked.predicted;
         total.memory_checks += checked.memory_checks;
         total.stored += checked.stored;
+        total.pcs += checked.pcs;
         total.predicted_stores += checked.predicted_stores;
     }
     total
@@ -336,6 +349,8 @@ fn the_spliced_model_runs_a_kernels_blocks() {
     let c = exact(run_kernels(names, 120, Context::Fresh));
     assert!(c.nonzero > 10 && c.executed > at_least / 2 && c.predicted > at_least, "{c:?}");
     assert!(c.predicted_stores > 2 && c.memory_checks > at_least / 4, "{c:?}");
+    // After every step each lane's PC row is the interpreter's lane's PC.
+    assert!(c.pcs > at_least / 2, "{c:?}");
 }
 
 /// Launches one after the other in one context: each prompt's reset record clears the program
