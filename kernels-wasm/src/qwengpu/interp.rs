@@ -268,46 +268,50 @@ impl Machine {
             self.execute(wi, &lanes, inst, &mut exited, &mut stored);
         }
         let w = &mut self.warps[wi];
-        if self.spec.reconverge == Reconverge::LowestPc {
-            for &l in &lanes {
-                w.pcs[l] = match block.last() {
-                    _ if exited & 1 << l != 0 => None,
-                    Some(&Inst::Bra { target, c, neg, .. })
-                        if c.is_none_or(|c| (w.regs[l][c as usize] != 0) != neg) =>
-                    {
-                        Some(target as usize)
+        // A branch's target, join and the lanes that take it (all of them for an unconditional one).
+        let branch = match block.last() {
+            Some(&Inst::Bra { target, c, neg, join }) => {
+                let taken = lanes
+                    .iter()
+                    .filter(|&&l| c.is_none_or(|c| (w.regs[l][c as usize] != 0) != neg))
+                    .fold(0u32, |m, &l| m | 1 << l);
+                Some((target as usize, join as usize, taken))
+            }
+            _ => None,
+        };
+        match self.spec.reconverge {
+            Reconverge::LowestPc => {
+                for &l in &lanes {
+                    w.pcs[l] = match branch {
+                        _ if exited & 1 << l != 0 => None,
+                        Some((target, _, taken)) if taken & 1 << l != 0 => Some(target),
+                        _ => Some(pc + 1),
+                    };
+                }
+            }
+            Reconverge::Stack => {
+                let top = w.stack.len() - 1;
+                w.stack[top].pc = pc + 1;
+                if let Some((target, join, taken)) = branch {
+                    let not_taken = mask & !taken;
+                    if not_taken == 0 {
+                        w.stack[top].pc = target;
+                    } else if taken != 0 {
+                        // Divergence: the top entry becomes the merge at `join`; each path runs to it.
+                        w.stack[top].pc = join;
+                        let join = Some(join);
+                        w.stack.push(Entry { pc: pc + 1, join, mask: not_taken });
+                        w.stack.push(Entry { pc: target, join, mask: taken });
                     }
-                    _ => Some(pc + 1),
-                };
-            }
-            self.steps += 1;
-            self.schedule();
-            return Ok(Some((StepRecord { warp: wi, block: pc, mask }, stored)));
-        }
-        let top = w.stack.len() - 1;
-        w.stack[top].pc = pc + 1;
-        if let Some(&Inst::Bra { target, c, neg, join }) = block.last() {
-            let taken = lanes
-                .iter()
-                .filter(|&&l| c.is_none_or(|c| (w.regs[l][c as usize] != 0) != neg))
-                .fold(0u32, |m, &l| m | 1 << l);
-            let not_taken = mask & !taken;
-            if not_taken == 0 {
-                w.stack[top].pc = target as usize;
-            } else if taken != 0 {
-                // Divergence: the top entry becomes the merge at `join`; each path runs to it.
-                w.stack[top].pc = join as usize;
-                let join = Some(join as usize);
-                w.stack.push(Entry { pc: pc + 1, join, mask: not_taken });
-                w.stack.push(Entry { pc: target as usize, join, mask: taken });
+                }
+                if exited != 0 {
+                    for e in &mut w.stack {
+                        e.mask &= !exited;
+                    }
+                }
+                w.settle();
             }
         }
-        if exited != 0 {
-            for e in &mut w.stack {
-                e.mask &= !exited;
-            }
-        }
-        w.settle();
         self.steps += 1;
         self.schedule();
         Ok(Some((StepRecord { warp: wi, block: pc, mask }, stored)))

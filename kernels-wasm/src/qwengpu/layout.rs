@@ -20,16 +20,21 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-/// Dominator sets (`dom[b][x]`: `x` dominates `b`) of the blocks reachable from block 0;
-/// `None` for unreachable blocks.
-fn dominators(succ: &[Vec<usize>]) -> Vec<Option<Vec<bool>>> {
-    let n = succ.len();
-    let mut preds = vec![Vec::new(); n];
+/// Each block's predecessors.
+fn predecessors(succ: &[Vec<usize>]) -> Vec<Vec<usize>> {
+    let mut preds = vec![Vec::new(); succ.len()];
     for (b, s) in succ.iter().enumerate() {
         for &t in s {
             preds[t].push(b);
         }
     }
+    preds
+}
+
+/// Dominator sets (`dom[b][x]`: `x` dominates `b`) of the blocks reachable from block 0;
+/// `None` for unreachable blocks.
+fn dominators(succ: &[Vec<usize>], preds: &[Vec<usize>]) -> Vec<Option<Vec<bool>>> {
+    let n = succ.len();
     let mut reach = vec![false; n];
     let mut todo = vec![0];
     while let Some(b) = todo.pop() {
@@ -64,7 +69,8 @@ fn dominators(succ: &[Vec<usize>]) -> Vec<Option<Vec<bool>>> {
 /// The ROM order of the blocks (a permutation of `0..succ.len()`, block 0 first).
 pub fn loop_order(succ: &[Vec<usize>]) -> Vec<usize> {
     let n = succ.len();
-    let dom = dominators(succ);
+    let preds = predecessors(succ);
+    let dom = dominators(succ, &preds);
     let dominates = |x: usize, b: usize| dom[b].as_ref().is_some_and(|d| d[x]);
     // Natural loops: a back edge u → h (h dominates u); the body is every block that reaches u
     // without passing h.
@@ -79,7 +85,7 @@ pub fn loop_order(succ: &[Vec<usize>]) -> Vec<usize> {
             let mut todo = vec![u];
             while let Some(x) = todo.pop() {
                 if !core::mem::replace(&mut inside[x], true) {
-                    todo.extend((0..n).filter(|&p| succ[p].contains(&x) && dom[p].is_some()));
+                    todo.extend(preds[x].iter().copied().filter(|&p| dom[p].is_some()));
                 }
             }
         }
@@ -243,7 +249,7 @@ mod tests {
             sorted.sort_unstable();
             assert_eq!(sorted, (0..n).collect::<Vec<_>>(), "seed {s}: not a permutation");
             let at = at(&order);
-            let dom = dominators(&shuffled);
+            let dom = dominators(&shuffled, &predecessors(&shuffled));
             for (u, targets) in shuffled.iter().enumerate() {
                 for &v in targets {
                     let back_edge = dom[u].as_ref().is_some_and(|d| d[v]);
