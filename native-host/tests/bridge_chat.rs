@@ -42,6 +42,7 @@ fn tokens_in(events: &[ChatEvent]) -> usize {
             ChatEvent::Prompt { tokens, .. } => *tokens as usize,
             ChatEvent::Step { vals, .. } => 1 + vals.len(),
             ChatEvent::Reply { .. } => 1,
+            ChatEvent::Launched { .. } => 1,
             _ => 0,
         })
         .sum()
@@ -83,16 +84,21 @@ async fn a_launch_streams_its_steps_and_the_conversation_goes_on() {
     for (i, e) in steps.iter().enumerate() {
         let ChatEvent::Step { step, record, vals, .. } = e else { unreachable!() };
         assert_eq!(*step as usize, i + 1);
-        assert!(record.by == By::Host && record.kind == TokenKind::Record, "{record:?}");
+        // The model chose the record (the interpreter beside it agreeing) and the VAL tokens.
+        assert!(record.by == By::Model && record.kind == TokenKind::Record, "{record:?}");
         assert!(vals.iter().all(|v| v.by == By::Model && v.kind == TokenKind::Val), "{vals:?}");
-        chosen += vals.len() as u64;
+        chosen += 1 + vals.len() as u64;
     }
     let launched = seen.iter().find_map(|e| match e {
-        ChatEvent::Launched { name, steps, chosen, arrays, suite, .. } => Some((name, *steps, *chosen, arrays, *suite)),
+        ChatEvent::Launched { name, steps, chosen, arrays, suite, end, .. } => {
+            Some((name, *steps, *chosen, arrays, *suite, end))
+        }
         _ => None,
     });
-    let (name, n, c, arrays, matches) = launched.unwrap();
-    assert_eq!((name.as_str(), n, c, matches), ("reverse", records.len() as u64, chosen, Some(true)));
+    let (name, n, c, arrays, matches, end) = launched.unwrap();
+    // The end record is the model's too.
+    assert_eq!((name.as_str(), n, c, matches), ("reverse", records.len() as u64, chosen + 1, Some(true)));
+    assert!(end.by == By::Model && end.kind == TokenKind::Record, "{end:?}");
     assert_eq!(*arrays, k.expected(&p));
     // The load mixer's rows hold the memory the interpreter's run left.
     let rows = seen.iter().find_map(|e| if let ChatEvent::Rows(r) = e { Some(r) } else { None }).unwrap();

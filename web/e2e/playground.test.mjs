@@ -598,7 +598,7 @@ test('qwenGPU tab: a conversation with the spliced model launches a kernel throu
   await done();
   assert.match(await page.textContent('[data-testid=qwengpu-chat-status]'), /^done: [0-9]+ positions in the context/);
   const summary = await page.textContent('[data-testid=qwengpu-chat-launch-summary]');
-  assert.match(summary, /^reverse: [0-9]+ steps, [0-9]+ tokens \([0-9]+ VAL tokens chosen by the model's argmax\); the arrays are the suite's plain Rust ones/);
+  assert.match(summary, /^reverse: [0-9]+ steps, [0-9]+ tokens \([0-9]+ records and VAL tokens chosen by the model's argmax, the last its end record: warp 5 block 0 lanes 0000\); the arrays are the suite's plain Rust ones/);
   t.diagnostic(summary);
   // Machine tokens and text tokens are told apart, and so are the host's and the model's.
   assert.ok((await page.$$('[data-testid=qwengpu-chat-launch] .tok.val.model')).length > 20);

@@ -141,12 +141,14 @@ pub enum ChatEvent {
         vals: Vec<ChatToken>,
     },
     /// A launch ended: the arrays as the model's tokens carried them; `suite` tells whether they
-    /// are the suite's plain Rust arrays (for a suite kernel).
+    /// are the suite's plain Rust arrays (for a suite kernel). `end` is the record the model
+    /// chose after the last step (`next_record::END`), the launch's last token.
     Launched {
         name: String,
         steps: u64,
         tokens: u64,
         chosen: u64,
+        end: ChatToken,
         arrays: Vec<Vec<u32>>,
         suite: Option<bool>,
     },

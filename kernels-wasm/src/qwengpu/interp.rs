@@ -245,6 +245,12 @@ impl Machine {
         }) as u32
     }
 
+    /// The record of the step that runs next; `None` once every warp has finished.
+    pub fn next_record(&self) -> Option<StepRecord> {
+        let (block, mask) = self.warps.get(self.current)?.active();
+        Some(StepRecord { warp: self.current, block, mask })
+    }
+
     /// Runs one step; `None` once every warp has finished.
     pub fn step(&mut self) -> Result<Option<StepRecord>, MachineError> {
         Ok(self.step_stored()?.map(|(record, _)| record))

@@ -68,6 +68,8 @@ pub mod mlp;
 #[cfg(feature = "std")]
 pub mod net;
 #[cfg(feature = "std")]
+pub mod next_record;
+#[cfg(feature = "std")]
 pub mod pc_rows;
 pub mod program_image;
 pub mod ptx;

@@ -1,8 +1,9 @@
 //! Each lane's PC in the spliced model's state (issue #22, `docs/qwengpu-second-machine.md`
 //! §25): the rows that `sequencer` reads, written as it writes them, by the layers.
 //!
-//! A Gated DeltaNet with one head per lane and one row per warp (`limb_memory`), cleared at the
-//! reset record. Head `l` writes warp `w`'s row with the lane's next PC
+//! A Gated DeltaNet with one head per (warp of a thread block, lane) and one row per thread block
+//! (`limb_memory`), cleared at the reset record. Head `(j, l)` writes lane `l` of the block's
+//! warp `j` with the lane's next PC
 //! ([`sequencer::next_pc`](super::sequencer::next_pc)) where the lane's step is decided:
 //! - at a step's record, for every lane of the mask: the PC does not depend on the lane unless
 //!   the block ends in a conditional branch;
@@ -16,8 +17,9 @@
 //! SwiGLU layers, every channel a small integer:
 //! 1. (beside the executor's first stage) per instruction `i`: `cond_i = [flags_i ≥ 4]` (word 2's
 //!    high byte: 4 `bra` on `c`, 8 on `c = 0`; every other instruction's flags are below 4), the
-//!    sums `neg = Σ [flags_i ≥ 8]`, `bra = Σ [op_i = bra]`, `exit = Σ [op_i = exit]` (only a
-//!    block's last instruction transfers control), and the mask's bits;
+//!    sums `neg = Σ [flags_i ≥ 8]`, `bra = Σ [op_i = bra]`, `exit = Σ [op_i = exit]`, `bar = Σ
+//!    [op_i = bar]` (only a block's last instruction transfers control), the mask's bits, and
+//!    the warp's place in its thread block one-hot (its first thread index over the lanes);
 //! 2. (beside the results' output) `T = Σ_i Σ_r [S_r − 1024(c_i − r) + 16384(cond_i − 1) ≥ 1] +
 //!    [S_r + 1024(c_i − r) + 16384(cond_i − 1) ≥ 1]`, with `S_r` the sum of register `r`'s four
 //!    limbs (at most 1,020): for the branch's instruction exactly one of each pair fires where
@@ -56,9 +58,22 @@ impl PcRows {
     fn block_len(&self) -> usize {
         self.registers.shape.rom_words / WORDS
     }
-    /// `cond_i` per instruction, then `neg`, `bra`, `exit`.
-    fn cond(&self) -> usize {
+    /// `[op_i = bar]` summed: the block ends in `bar.sync`.
+    pub fn bar(&self) -> usize {
         self.first
+    }
+    /// The step's warp's place in its thread block, one-hot ([`Self::warps`] channels).
+    pub fn warp_in_cta(&self) -> usize {
+        self.bar() + 1
+    }
+    /// Warps a thread block holds at most.
+    pub fn warps(&self) -> usize {
+        self.registers.shape.block_threads / self.lanes()
+    }
+    /// `cond_i` per instruction, then `neg`, `bra`, `exit`. From here to [`Self::read`] every
+    /// channel is spent once the rows' layer has written ([`Self::scratch`]).
+    fn cond(&self) -> usize {
+        self.warp_in_cta() + self.warps()
     }
     fn neg(&self) -> usize {
         self.cond() + self.block_len()
@@ -84,12 +99,18 @@ impl PcRows {
     pub fn pc(&self) -> usize {
         self.write() + self.lanes()
     }
-    /// Where each lane's row of the step's warp is read.
+    /// The channels no layer reads after the rows' (the next PC's inputs, the write flags and
+    /// the value), each a small integer (`|v| < 1024`): free for the next record's decoder.
+    pub fn scratch(&self) -> core::ops::Range<usize> {
+        self.cond()..self.read()
+    }
+    /// Where the rows of the step's thread block are read: lane `l` of its warp `j` at
+    /// `read() + lanes·j + l`.
     pub fn read(&self) -> usize {
         self.pc() + 1
     }
     pub fn len(&self) -> usize {
-        self.read() + self.lanes() - self.first
+        self.read() + self.warps() * self.lanes() - self.first
     }
     pub fn is_empty(&self) -> bool {
         false
@@ -119,7 +140,13 @@ impl PcRows {
             l.step(&[(flags, 1.0)], 8.0, &[(self.at(self.neg()), 1.0)]);
             equal(&mut l, self.word(i, 0), opcode(Op::Bra), self.at(self.bra()));
             equal(&mut l, self.word(i, 0), opcode(Op::Exit), self.at(self.exit()));
+            equal(&mut l, self.word(i, 0), opcode(Op::Bar), self.at(self.bar()));
         }
+        // The warp's place in its thread block: its first thread index over the lanes, in an
+        // executed step (elsewhere the sum is negative and no target is lit).
+        let run = self.at(self.registers.run_flag());
+        let place = [(self.at(self.registers.thread()), 1.0 / self.lanes() as f32), (run, 1024.0), (0, -1024.0)];
+        l.one_hot(&place, &(0..self.warps()).map(|j| Some(self.at(self.warp_in_cta()) + j)).collect::<Vec<_>>());
         // bit_l = Σ_v (bit_l(v) − bit_l(v − 1))·[mask ≥ v] over the mask's values.
         let mask = self.at(self.registers.record + 2);
         for lane in 0..self.lanes() {
@@ -196,20 +223,21 @@ impl PcRows {
         l.shifted(rf.one)
     }
 
-    /// The rows: warp `w`'s in each lane's head, written with the next PC where the lane's
-    /// write flag is set, read at every position into [`Self::read`].
+    /// The rows: a head per (warp of a thread block, lane) and a row per thread block (the
+    /// shared groups' one-hot block, set at every position of an executed step). Head `(j, l)`
+    /// writes the next PC where lane `l`'s write flag is set in the block's warp `j`, and every
+    /// head reads the step's thread block into [`Self::read`]: the next record's decoder sees
+    /// every warp of the block at once (`next_record`).
     pub fn layout(&self) -> Layout {
         let rf = &self.registers;
-        let heads = (0..self.lanes())
-            .map(|lane| {
-                let warp = vec![Digit::Stream(rf.warp())];
-                Head {
-                    write: warp.clone(),
-                    write_when: vec![self.write() + lane],
-                    read: warp,
-                    read_when: vec![],
-                    out: self.read() + lane,
-                }
+        let cta = vec![Digit::Stream(rf.shared())];
+        let heads = (0..self.warps() * self.lanes())
+            .map(|h| Head {
+                write: cta.clone(),
+                write_when: vec![self.write() + h % self.lanes(), self.warp_in_cta() + h / self.lanes()],
+                read: cta.clone(),
+                read_when: vec![],
+                out: self.read() + h,
             })
             .collect();
         Layout { groups: vec![rf.shape.warps], d_model: rf.d_model, one: rf.one, value: vec![self.pc()], heads }
@@ -220,12 +248,13 @@ impl PcRows {
         limb_memory::cleared_at(limb_memory::weights(&self.layout()), self.registers.reset())
     }
 
-    /// Lane `lane`'s PC in warp `warp`'s row of `net` (an unwritten row is block 0, where a
-    /// launch starts).
-    pub fn pc_of(&self, net: &super::deltanet::DeltaNet, warp: usize, lane: usize) -> Option<u8> {
-        match limb_memory::row_limbs(net, &self.layout(), lane, warp) {
+    /// Lane `lane`'s PC in warp `warp`'s row of `net`, for thread blocks of `per_cta` warps (an
+    /// unwritten row is block 0, where a launch starts).
+    pub fn pc_of(&self, net: &super::deltanet::DeltaNet, per_cta: usize, warp: usize, lane: usize) -> Option<u8> {
+        let (head, row) = ((warp % per_cta) * self.lanes() + lane, warp / per_cta);
+        match limb_memory::row_limbs(net, &self.layout(), head, row) {
             Some(limbs) => limbs.first().map(|&p| p as u8),
-            None => net.row(lane, warp).iter().all(|&v| v == 0.0).then_some(0),
+            None => net.row(head, row).iter().all(|&v| v == 0.0).then_some(0),
         }
     }
 }

@@ -153,7 +153,7 @@ pub struct RegisterFile {
 
 impl RegisterFile {
     /// One-hot block, then one-hot warp.
-    fn block(&self) -> usize {
+    pub(super) fn block(&self) -> usize {
         self.first
     }
     pub(super) fn warp(&self) -> usize {
@@ -197,7 +197,7 @@ impl RegisterFile {
     }
 
     /// The run flag: a record or VAL token of an executed step (its mask has lanes).
-    fn run_flag(&self) -> usize {
+    pub(super) fn run_flag(&self) -> usize {
         self.read() + 2
     }
     /// The table row of the next slot: register, `2·rank + half`, set.

@@ -36,9 +36,10 @@
 //! lane's first position), the executor (`exec`: the block's four instructions run on those
 //! registers, 14 SwiGLU layers each) and the results row (`results`): at every position of a
 //! step whose next slot is set, the model's argmax is that slot's VAL token; and the PC rows
-//! (`pc_rows`): each lane's next PC, written at the step's record and at each lane's start.
-//! The next record is not read from them yet, so at a step's last position the argmax is still
-//! the token the position holds.
+//! (`pc_rows`): each lane's next PC, written at the step's record and at each lane's start; and
+//! the next record read from them (`next_record`): at a step's last position the argmax is the
+//! next step's record, or `next_record::END` after the launch's last step, and after the
+//! prompt the launch's first record.
 
 pub mod chat;
 pub mod drift;
@@ -55,6 +56,7 @@ use super::exec::Exec;
 use super::isa::MachineSpec;
 use super::limbs::{Layer, M};
 use super::machine_tokens::{Token, Vocab};
+use super::next_record::NextRecord;
 use super::pc_rows::PcRows;
 use super::register_file::{shared_groups, RegisterFile, Shape};
 use super::results::Results;
@@ -116,8 +118,9 @@ pub struct Splice {
     pub exec: Exec,
     /// The results row and the output that names the next slot's token (`results`).
     pub results: Results,
-    /// Each lane's PC (`pc_rows`), what the sequencer will read.
+    /// Each lane's PC (`pc_rows`), and the next record read from them (`next_record`).
     pub pcs: PcRows,
+    pub next: NextRecord,
     /// Every machine token's embedding and unembedding row (sparse), by machine id.
     pub embed: Vec<Vec<(usize, f32)>>,
     pub head: Vec<Vec<(usize, f32)>>,
@@ -251,7 +254,13 @@ impl Splice {
         };
         let results = Results { registers: rf, stores: exec.stores(), first: exec.first + exec.len() };
         let pcs = PcRows { registers: rf, start: results.start(), first: results.first + results.len() };
-        let need = pcs.first - h + pcs.len() + 1;
+        let next = NextRecord {
+            pcs,
+            next: results.next(),
+            fields: vocab.record.map(|f| f.channel),
+            first: pcs.first + pcs.len(),
+        };
+        let need = next.first - h + next.len() + 1;
         if need > width - h {
             return Err(SpliceError::Narrow { need, hidden: h, have: width - h });
         }
@@ -297,12 +306,17 @@ impl Splice {
             layers.push(Compiled::SwiGlu(stage));
         }
         // The results row, then the lane's next PC (from the registers after the block) and the
-        // PC rows, then the output that names the next slot's token.
+        // PC rows, the next record's decoder, then the output that names the next token: the
+        // next slot's VAL token, or at the step's last position the next record.
         layers.push(Compiled::DeltaNet(Box::new(results.weights())));
         layers.push(Compiled::SwiGlu(pcs.predicate()));
         layers.push(Compiled::SwiGlu(pcs.next_pc()));
         layers.push(Compiled::DeltaNet(Box::new(pcs.weights())));
-        layers.push(Compiled::SwiGlu(results.output()));
+        layers.push(Compiled::SwiGlu(next.minima()));
+        layers.push(Compiled::SwiGlu(next.choose()));
+        let mut output = results.output();
+        output.units.extend(next.output().units);
+        layers.push(Compiled::SwiGlu(output));
         let flag = width - 1;
         let tokens: Vec<Token> = (0..vocab.len()).filter_map(|id| vocab.token(id)).collect();
         let embed = tokens.iter().map(|&t| vocab.embedding(width, t)).collect();
@@ -329,6 +343,7 @@ impl Splice {
             exec,
             results,
             pcs,
+            next,
             embed,
             head,
         })
@@ -370,8 +385,8 @@ impl Splice {
             text_layers: self.text.layers,
             width: self.width,
             text_channels: self.text.hidden,
-            // Up to the results row's last channel, and the flag.
-            machine_in_use: self.results.first + self.results.len() - self.bias + 1,
+            // Up to the next record's last channel, and the flag.
+            machine_in_use: self.next.first + self.next.len() - self.bias + 1,
             hidden_units,
             nonzero,
             dense,
@@ -445,6 +460,7 @@ impl Splice {
             self.vocab.kind,
             self.exec.first + self.exec.len() - 1,
             self.results.first + self.results.len() - 1,
+            self.next.first + self.next.len() - 1,
             self.slot + self.slots - 1,
             self.step_record + 2,
             self.registers.first + self.registers.len() - 1,
@@ -470,6 +486,20 @@ impl Splice {
         }
         if self.results.registers != *r || self.results.stores != e.stores() || self.results.first < e.first + e.len() {
             return bad(alloc::format!("the results row's channels do not follow the executor's: {:?}", self.results));
+        }
+        let (p, n) = (&self.pcs, &self.next);
+        let follows =
+            p.registers == *r && p.start == self.results.start() && p.first >= self.results.first + self.results.len();
+        if !follows || n.pcs != *p || n.next != self.results.next() || n.fields != self.vocab.record.map(|f| f.channel)
+        {
+            return bad(alloc::format!(
+                "the PC rows' and the next record's channels do not follow the results row's: {p:?}, {n:?}"
+            ));
+        }
+        if n.first < p.first + p.len()
+            || !(p.scratch().contains(&n.scratch().start) && n.scratch().end <= p.scratch().end)
+        {
+            return bad(alloc::format!("the next record's channels overlap the PC rows': {n:?}"));
         }
         Ok(())
     }

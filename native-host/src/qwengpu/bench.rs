@@ -122,8 +122,8 @@ fn second(chosen: &[&SuiteKernel], reps: usize) -> Result<()> {
         tokens as f64 / secs
     );
     println!(
-        "(whole launches: the prompt, fed 64 positions at a time, then each step's record and the VAL tokens \
-         the model chooses, one position at a time)"
+        "(whole launches: the prompt, fed 64 positions at a time, then each record and VAL token the model \
+         chooses, one position at a time)"
     );
     Ok(())
 }

@@ -165,7 +165,7 @@ impl Sink for Terminal<'_> {
             ChatEvent::Launched { name, steps, tokens, chosen, suite, .. } => {
                 self.clear();
                 eprintln!(
-                    "  [{name} ran: {steps} steps; {tokens} tokens: {} of the prompt and the records by the host, {chosen} VAL tokens chosen by the model{}]",
+                    "  [{name} ran: {steps} steps; {tokens} tokens: {} of the prompt by the host, {chosen} records and VAL tokens chosen by the model{}]",
                     tokens - chosen,
                     match suite {
                         Some(true) => "; the arrays are the suite's plain Rust ones",

@@ -28,6 +28,7 @@ use kernels_wasm::qwen3::model::{Config, FloatLayer, FloatModel};
 use kernels_wasm::qwengpu::exec::Exec;
 use kernels_wasm::qwengpu::limbs::{Layer, Unit};
 use kernels_wasm::qwengpu::machine_tokens::{Field, Vocab};
+use kernels_wasm::qwengpu::next_record::NextRecord;
 use kernels_wasm::qwengpu::pc_rows::PcRows;
 use kernels_wasm::qwengpu::register_file::RegisterFile;
 use kernels_wasm::qwengpu::results::Results;
@@ -60,7 +61,9 @@ pub const FORMAT: &str = "substrates-qwengpu-spliced";
 /// 12: text positions attend to text positions only, at RoPE positions that count text tokens
 /// (the same weights, read as a different model: docs/qwengpu-second-machine.md §20).
 /// 13: each lane's PC in rows (`pc_rows`), and the second machine's ROM in its lowest-PC order.
-pub const VERSION: u32 = 13;
+/// 14: the next record read from the PC rows (`next_record`; the rows a head per warp of a
+/// thread block and lane).
+pub const VERSION: u32 = 14;
 
 /// The text model: its shape, what it was read from, and whether its head is its embedding.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -134,6 +137,8 @@ pub struct CheckpointConfig {
     pub results_first: usize,
     /// The PC rows' first channel (`pc_rows`).
     pub pc_first: usize,
+    /// The next record's first channel (`next_record`).
+    pub next_record_first: usize,
 }
 
 /// A tensor on its way into the file: name, dtype, shape, bytes.
@@ -261,6 +266,7 @@ pub fn write(
         exec: splice.exec,
         results_first: splice.results.first,
         pc_first: splice.pcs.first,
+        next_record_first: splice.next.first,
     };
     let path = dir.join("config.json");
     std::fs::write(&path, serde_json::to_string_pretty(&config)?)
@@ -461,6 +467,9 @@ pub fn load(dir: &Path) -> Result<Loaded> {
         };
         ensure!(vocab.vals() == v.val_tokens && vocab.len() == v.machine && v.machine == v.val_tokens + v.record_tokens && v.text == c.vocab,
             "the vocabulary does not add up: {} text + {} machine ({} VAL + {} record) tokens for fields giving {} + {}", v.text, v.machine, v.val_tokens, v.record_tokens, vocab.vals(), vocab.len() - vocab.vals());
+        let results = Results { registers: file.register_file, stores: file.exec.stores(), first: file.results_first };
+        let pcs = PcRows { registers: file.register_file, start: results.start(), first: file.pc_first };
+        let record = vocab.record.map(|f| f.channel);
         let splice = Splice {
             text: c,
             width: w,
@@ -476,8 +485,9 @@ pub fn load(dir: &Path) -> Result<Loaded> {
             step_record: file.step_record_channel,
             registers: file.register_file,
             exec: file.exec,
-            results: Results { registers: file.register_file, stores: file.exec.stores(), first: file.results_first },
-            pcs: PcRows { registers: file.register_file, start: file.results_first, first: file.pc_first },
+            pcs,
+            next: NextRecord { pcs, next: results.next(), fields: record, first: file.next_record_first },
+            results,
         };
         splice.check()?;
         Ok(Loaded { config: c, model, splice, norms, file: file.clone() })

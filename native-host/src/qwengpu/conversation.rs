@@ -10,9 +10,10 @@
 //! - `/cuda --block B [--grid G] --arg …`, then the CUDA source on the lines after it
 //!   (compiled by clang-19 in the bridge's sandbox).
 //!
-//! A launch is the assistant's turn: the host feeds the program image, the inputs and each
-//! step's record, the model's argmax picks every VAL token, the host writes the arrays those
-//! tokens carried into the reply as text, and the model goes on from there until `<|im_end|>`.
+//! A launch is the assistant's turn: the host feeds the program image and the inputs, the
+//! model's argmax picks every record and VAL token (and the launch's end), the host writes the
+//! arrays those tokens carried into the reply as text, and the model goes on from there until
+//! `<|im_end|>`.
 
 use super::run::lay_out;
 use super::{read_ptx, source::cuda_source_to_ptx, Filter};
@@ -23,6 +24,7 @@ use kernels_wasm::protocol::qwengpu::{ChatEvent, ChatToken, FedPart, TokenKind};
 use kernels_wasm::qwengpu::args::Layout;
 use kernels_wasm::qwengpu::isa::{MachineSpec, Program};
 use kernels_wasm::qwengpu::machine_tokens::Token;
+use kernels_wasm::qwengpu::next_record::END;
 use kernels_wasm::qwengpu::splice::chat::{By, Chat};
 use kernels_wasm::qwengpu::splice::launch::{Fed, LaunchError};
 use kernels_wasm::qwengpu::splice::{chat::ChatError, Runner, Splice};
@@ -331,20 +333,24 @@ impl<'a> Conversation<'a> {
                 prompt += 1;
                 return flow;
             }
-            if f.chosen {
-                if let Some((_, _, _, vals)) = &mut step {
-                    vals.push(view(f.token, By::Model));
+            let (warp, block, mask) = match f.token {
+                Token::Val(_) => {
+                    if let Some((_, _, _, vals)) = &mut step {
+                        vals.push(view(f.token, By::Model));
+                    }
+                    return flow;
                 }
-                return flow;
-            }
+                // The model's record after the last step ends the launch.
+                t if t == END => return flow,
+                Token::Record { warp, block, mask } => (warp, block, mask),
+            };
             if f.steps == 1 {
                 flow = both(flow, sink.event(ChatEvent::Prompt { name: name.clone(), blocks, tokens: prompt }));
             }
             if let Some((n, [warp, block, mask], record, vals)) = step.take() {
                 flow = both(flow, sink.event(ChatEvent::Step { step: n, warp, block, mask, record, vals }));
             }
-            let Token::Record { warp, block, mask } = f.token else { return flow };
-            step = Some((f.steps as u32, [warp, block, mask], view(f.token, By::Host), Vec::new()));
+            step = Some((f.steps as u32, [warp, block, mask], view(f.token, By::Model), Vec::new()));
             flow
         });
         let out = out?;
@@ -358,6 +364,7 @@ impl<'a> Conversation<'a> {
             steps: out.steps,
             tokens: out.tokens,
             chosen: out.chosen,
+            end: view(END, By::Model),
             arrays: arrays.clone(),
             suite,
         });

@@ -4,9 +4,8 @@
 //!
 //! With `--load DIR` (a checkpoint `qwengpu splice -o DIR` wrote) or `--spliced` (-m's model
 //! spliced here), the kernel runs on the second machine inside the spliced language model
-//! (`kernels_wasm::qwengpu::splice::launch`): the model's argmax picks every VAL token, and the
-//! arrays are read from the store tokens it picked. The records still come from the host's
-//! interpreter (the sequencer is not built).
+//! (`kernels_wasm::qwengpu::splice::launch`): after the host's prompt the model's argmax picks
+//! every record and VAL token, and the arrays are read from the store tokens it picked.
 
 use super::read_ptx;
 use super::{checkpoint, drift::model_path};
@@ -117,8 +116,8 @@ fn in_the_model(
     .with_context(|| format!("running {} inside the spliced model", kernel.name))?;
     bar.finish_and_clear();
     let how = format!(
-        "{} of the prompt; {} VAL tokens chosen by the model's argmax, carrying {} global stores, each \
-         the interpreter's; the records from the host's interpreter, as the sequencer is not built",
+        "{} of the prompt; {} records and VAL tokens chosen by the model's argmax, carrying {} global \
+         stores, each the interpreter's",
         out.prompt, out.chosen, out.stores
     );
     Ok((out.global, out.steps, out.tokens, how))

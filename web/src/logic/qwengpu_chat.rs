@@ -24,6 +24,8 @@ pub struct LaunchEnd {
     pub steps: u64,
     pub tokens: u64,
     pub chosen: u64,
+    /// The record the model chose after the last step.
+    pub end: ChatToken,
     pub arrays: Vec<Vec<u32>>,
     pub suite: Option<bool>,
 }
@@ -100,10 +102,11 @@ impl ChatView {
                     l.steps.push(s);
                 }
             }
-            ChatEvent::Launched { steps, tokens, chosen, arrays, suite, .. } => {
+            ChatEvent::Launched { steps, tokens, chosen, end, arrays, suite, .. } => {
                 if let Some(l) = &mut turn.launch {
-                    let arrays = arrays.clone();
-                    l.end = Some(LaunchEnd { steps: *steps, tokens: *tokens, chosen: *chosen, arrays, suite: *suite });
+                    let (arrays, end) = (arrays.clone(), end.clone());
+                    l.end =
+                        Some(LaunchEnd { steps: *steps, tokens: *tokens, chosen: *chosen, end, arrays, suite: *suite });
                 }
             }
             ChatEvent::Reply { token } => turn.reply.push(token.clone()),
@@ -193,14 +196,15 @@ mod tests {
             tokens: vec![tok(TokenKind::Text, By::Host, "hi")],
         });
         v.apply(&ChatEvent::Prompt { name: "reverse".into(), blocks: 5, tokens: 549 });
-        let record = tok(TokenKind::Record, By::Host, "warp 0 block 0 lanes 1111");
+        let record = tok(TokenKind::Record, By::Model, "warp 0 block 0 lanes 1111");
         let vals = vec![tok(TokenKind::Val, By::Model, "VAL 7"), tok(TokenKind::Val, By::Model, "VAL 0")];
         v.apply(&ChatEvent::Step { step: 1, warp: 0, block: 0, mask: 0b0011, record, vals });
         v.apply(&ChatEvent::Launched {
             name: "reverse".into(),
             steps: 1,
-            tokens: 552,
-            chosen: 2,
+            tokens: 553,
+            chosen: 4,
+            end: tok(TokenKind::Record, By::Model, "warp 5 block 0 lanes 0000"),
             arrays: vec![vec![1, 2]],
             suite: Some(true),
         });

@@ -35,11 +35,12 @@ fn launch_summary(l: &LaunchView) -> String {
             l.steps.len()
         ),
         Some(e) => format!(
-            "{}: {} steps, {} tokens ({} VAL tokens chosen by the model's argmax){}",
+            "{}: {} steps, {} tokens ({} records and VAL tokens chosen by the model's argmax, the last its end record: {}){}",
             l.name,
             e.steps,
             e.tokens,
             e.chosen,
+            e.end.text,
             match e.suite {
                 Some(true) => "; the arrays are the suite's plain Rust ones",
                 Some(false) => "; the arrays DIFFER from the suite's plain Rust ones",
@@ -250,8 +251,8 @@ pub fn ChatPanel(#[prop(into)] kernel: Signal<&'static str>) -> impl IntoView {
             <p class="lede">
                 "The second machine spliced in front of a language model's own layers (SmolLM2-135M-Instruct where the "
                 "bridge has it; a tiny random llama needs no download and writes noise as text). The host feeds your turn, "
-                "a launch's program image, inputs and step records; the model's argmax picks every VAL token (a register "
-                "half, a store) and every word of its reply. Host tokens are grey, the model's blue, records amber."
+                "a launch's program image and inputs; the model's argmax picks every step's record, every VAL token (a "
+                "register half, a store), the launch's end and every word of its reply. Host tokens are grey, the model's blue, records amber."
             </p>
             <div class="controls">
                 <label>
@@ -290,7 +291,7 @@ pub fn ChatPanel(#[prop(into)] kernel: Signal<&'static str>) -> impl IntoView {
             </div>
             <p data-testid="qwengpu-chat-model-loaded">{move || state.with(|v| v.model.clone())}</p>
             <ol class="chat" data-testid="qwengpu-chat-turns">{turns}</ol>
-            <h4>"the latest launch, step by step (record from the host, VAL tokens from the model)"</h4>
+            <h4>"the latest launch, step by step (the record and the VAL tokens, all chosen by the model)"</h4>
             <VirtualTable columns=vec!["step", "warp", "block", "lanes", "VAL tokens (16-bit)"] rows=step_rows cell=cell
                 widths="4rem 3.5rem 3.5rem 4.5rem 1fr" />
             <div class="row">

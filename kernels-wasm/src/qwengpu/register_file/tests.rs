@@ -9,6 +9,7 @@ use crate::qwengpu::limbs::{norm_weights, rms_norm};
 use crate::qwengpu::machine_tokens::Vocab;
 use crate::qwengpu::program_image::{decode, normal};
 use crate::qwengpu::slot_counter::Counter;
+use crate::qwengpu::splice::launch::record_token;
 use crate::qwengpu::suite;
 use alloc::format;
 use alloc::string::String;
@@ -142,8 +143,9 @@ pub(crate) trait Fed {
     fn memory(&self, words: usize) -> Option<Vec<u32>>;
     /// Thread block `cta`'s shared memory as the model's rows hold it.
     fn shared(&self, cta: usize) -> Option<Vec<u32>>;
-    /// Every lane's PC in the PC rows (`pcs[warp][lane]`), if the model has them.
-    fn pcs(&self, _warps: usize) -> Option<Vec<Vec<u8>>> {
+    /// Every lane's PC in the PC rows (`pcs[warp][lane]`, thread blocks of `per_cta` warps), if
+    /// the model has them.
+    fn pcs(&self, _warps: usize, _per_cta: usize) -> Option<Vec<Vec<u8>>> {
         None
     }
 }
@@ -204,6 +206,9 @@ pub(crate) struct Checked {
     pub stored: usize,
     /// Steps after which every lane's PC in the PC rows was the interpreter's.
     pub pcs: usize,
+    /// Records the model's argmax named (after the prompt and at each step's last position),
+    /// each the interpreter's next.
+    pub records: usize,
     /// Of the predicted tokens, those of a store's slots (word index, low or high half).
     pub predicted_stores: usize,
     pub nonzero: usize,
@@ -237,6 +242,7 @@ pub(crate) fn follow(
     // write is one) in the order of their tokens, lane by lane.
     let mut model_global = m.global.clone();
     let mut model_shared = vec![vec![0; spec.shared_words]; spec.max_threads / spec.lanes];
+    let mut checked = Checked::default();
     if with_table {
         let rf = *model.file().0;
         let memory = rf.memory_tokens(&model_global).unwrap();
@@ -244,8 +250,12 @@ pub(crate) fn follow(
         for t in image.into_iter().chain(memory) {
             feed(model, t, None, rng);
         }
+        // A model with a head names the launch's first record after the prompt.
+        if let Some(got) = model.predicted() {
+            assert_eq!(got, record_token(m.next_record()), "{}: the first record", kernel.name);
+            checked.records += 1;
+        }
     }
-    let mut checked = Checked::default();
     while !m.finished() && (m.steps as usize) < max_steps {
         let wi = m.current;
         // The running thread block's shared memory as its store tokens left it is in the model's
@@ -309,7 +319,7 @@ pub(crate) fn follow(
                 feed(model, t, None, rng);
             }
             // A model with a head names the next VAL token of a block it computes, and at the
-            // step's last position the token it holds (no sequencer yet).
+            // step's last position the next step's record (or the launch's end).
             let at = || format!("{}: step {}, token {i} (block {})", kernel.name, m.steps, step.block);
             match (model.predicted(), tokens.get(i + 1), computed) {
                 (Some(got), Some(&next), true) => {
@@ -317,7 +327,10 @@ pub(crate) fn follow(
                     checked.predicted += 1;
                     checked.predicted_stores += usize::from(i % per_lane >= reg_slots);
                 }
-                (Some(got), None, _) => assert_eq!(got, t, "{}: the last token", at()),
+                (Some(got), None, _) => {
+                    assert_eq!(got, record_token(m.next_record()), "{}: the next record", at());
+                    checked.records += 1;
+                }
                 _ => {}
             }
             if with_table {
@@ -367,7 +380,8 @@ pub(crate) fn follow(
         }
         assert!(model_global == m.global, "{}: step {}: stores in token order", kernel.name, m.steps);
         // The PC rows hold each lane's PC after the step, as the interpreter's lanes have them.
-        if let Some(pcs) = model.pcs(m.warps.len()).filter(|_| with_table) {
+        let per_cta = m.launch.block.div_ceil(spec.lanes);
+        if let Some(pcs) = model.pcs(m.warps.len(), per_cta).filter(|_| with_table) {
             let want: Vec<Vec<u8>> = m
                 .warps
                 .iter()

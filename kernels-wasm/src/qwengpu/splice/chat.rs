@@ -1,8 +1,8 @@
 //! A conversation with the spliced model (`native-host qwengpu chat`,
 //! `docs/qwengpu-second-machine.md` §20): one context, one KV cache and one set of DeltaNet
-//! states for the whole conversation. The host feeds the turns' text and each launch's prompt and
-//! records; the model's argmax over its whole vocabulary picks every other token, the launches'
-//! VAL tokens and the text of its replies, and each is fed back as the next input.
+//! states for the whole conversation. The host feeds the turns' text and each launch's prompt;
+//! the model's argmax over its whole vocabulary picks every other token, the launches' records
+//! and VAL tokens and the text of its replies, and each is fed back as the next input.
 //!
 //! A text position attends to text positions only, and only text tokens take RoPE positions
 //! ([`Runner`]), so the conversation's text runs exactly as the plain text model runs the same
@@ -72,7 +72,7 @@ impl<'a> Chat<'a> {
     }
 
     /// Launches `program` (on `spec`, the machine the splice holds) at this point of the
-    /// conversation: the host feeds the prompt and the records, the model picks every VAL token
+    /// conversation: the host feeds the prompt, the model picks every record and VAL token
     /// ([`launch`]). `fed` hears of every token. After a launch the host feeds text before
     /// [`Self::generate`] (the model goes on from the host's reading of the arrays).
     pub fn launch(
@@ -125,7 +125,7 @@ pub enum ChatError {
 mod tests {
     use super::*;
     use crate::qwen3::model::Model;
-    use crate::qwengpu::machine_tokens::Token;
+    use crate::qwengpu::next_record::END;
     use crate::qwengpu::splice::TINY_TEXT;
     use crate::qwengpu::suite;
 
@@ -168,9 +168,11 @@ mod tests {
         assert_eq!(launched.len() as u64, out.tokens);
         let chosen = launched.iter().filter(|(_, by)| *by == By::Model).count() as u64;
         assert!(chosen == out.chosen && chosen > 20, "{chosen} of {out:?}");
-        assert!(launched
-            .iter()
-            .all(|&(id, by)| by == By::Host || matches!(splice.machine_token(id), Some(Token::Val(_)))));
+        // The host fed the prompt; the model chose every record and VAL token after it, and the end.
+        let prompt = out.prompt as usize;
+        assert!(launched[..prompt].iter().all(|&(_, by)| by == By::Host));
+        assert!(launched[prompt..].iter().all(|&(_, by)| by == By::Model));
+        assert_eq!(launched.last().and_then(|&(id, _)| splice.machine_token(id)), Some(END));
         chat.feed(&[42, 7]).unwrap();
         let start = chat.context.len();
         let reply = chat.generate(6, &[], go).unwrap();

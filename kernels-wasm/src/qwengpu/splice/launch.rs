@@ -1,20 +1,22 @@
-//! A kernel launched inside the spliced model (`docs/qwengpu-second-machine.md` §19): the host
-//! feeds the prompt (the reset record, the program image, the launch and global memory) and
-//! each step's record; the model's own argmax over its whole vocabulary picks every VAL token,
-//! which is fed back as the next input. The arrays are read from those tokens: the prompt's
-//! memory with each global store token the model generated written in.
+//! A kernel launched inside the spliced model (`docs/qwengpu-second-machine.md` §19, §26): the
+//! host feeds the prompt (the reset record, the program image, the launch and global memory);
+//! from there the model's own argmax over its whole vocabulary picks every token, each step's
+//! record (`next_record`), its VAL tokens, and [`END`] after the last step, and each is fed back
+//! as the next input. The arrays are read from those tokens: the prompt's memory with each
+//! global store token the model generated written in.
 //!
-//! The records are the interpreter's (the sequencer that would let the model name them is not
-//! built), and it runs beside the model in lockstep: a VAL token that is not the interpreter's
-//! stops the launch with [`LaunchError::Diverged`], naming the step and the token. So every
-//! array printed was carried by tokens the model chose, and is the interpreter's.
+//! The interpreter runs beside the model in lockstep as a check: a token that is not the
+//! interpreter's stops the launch with [`LaunchError::Diverged`], naming the step and the token
+//! (token 0 is the step's record). So every array printed was carried by tokens the model
+//! chose, and is the interpreter's.
 
 use super::drift::CHUNK;
 use super::{Runner, Splice, SpliceError};
 use crate::bitnet::model::sample::greedy as argmax;
-use crate::qwengpu::interp::{Launch, Machine, MachineError};
+use crate::qwengpu::interp::{Launch, Machine, MachineError, StepRecord};
 use crate::qwengpu::isa::{MachineSpec, Program};
 use crate::qwengpu::machine_tokens::Token;
+use crate::qwengpu::next_record::END;
 use crate::qwengpu::register_file::{self, store_slots, ImageTooLarge, RegisterFile};
 use alloc::vec::Vec;
 use core::ops::ControlFlow;
@@ -38,16 +40,17 @@ pub enum LaunchError {
 pub struct Launched {
     pub global: Vec<u32>,
     pub steps: u64,
-    /// Tokens fed: the prompt's, the records, and the VAL tokens the model chose.
+    /// Tokens fed: the prompt's, then the records (and [`END`]) and VAL tokens the model chose.
     pub tokens: u64,
     pub prompt: u64,
-    /// VAL tokens the model's argmax chose (and the stores among them, three tokens each).
+    /// Tokens the model's argmax chose: records, [`END`] and VAL tokens (and the stores among
+    /// them, three tokens each).
     pub chosen: u64,
     pub stores: u64,
 }
 
-/// One token a launch fed the model: `chosen` where the model's argmax picked it (a VAL token),
-/// else the host's (the prompt and the records); `steps` begun (the prompt's are 0) and `tokens`
+/// One token a launch fed the model: `chosen` where the model's argmax picked it (a record or a
+/// VAL token), else the host's (the prompt); `steps` begun (the prompt's are 0) and `tokens`
 /// fed so far, this one included.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fed {
@@ -74,8 +77,9 @@ pub fn launch(
     let rf = &splice.registers;
     let prompt: Vec<Token> = rf.image_tokens(program, launch)?.into_iter().chain(rf.memory_tokens(memory)?).collect();
     // The prompt is the host's: it runs CHUNK positions at a time (the same bits as one by one).
+    let mut logits = Vec::new();
     for (c, chunk) in prompt.chunks(CHUNK).enumerate() {
-        runner.forward_last(&chunk.iter().map(|&t| splice.token_id(t)).collect::<Vec<_>>())?;
+        logits = runner.forward_last(&chunk.iter().map(|&t| splice.token_id(t)).collect::<Vec<_>>())?;
         let mut flow = ControlFlow::Continue(());
         for (i, &t) in chunk.iter().enumerate() {
             flow = fed(Fed { token: t, chosen: false, steps: 0, tokens: (c * CHUNK + i) as u64 + 1 });
@@ -93,16 +97,38 @@ pub fn launch(
         stores: 0,
     };
     let sent = register_file::sent(program);
-    while !m.finished() {
-        if m.steps >= max_steps {
+    let mut last = StepRecord { warp: 0, block: 0, mask: 0 };
+    loop {
+        if m.steps >= max_steps && !m.finished() {
             return Err(MachineError::StepLimit(max_steps).into());
         }
+        // The model names the next record (after the prompt, the first; after the last step,
+        // `END`), and the interpreter beside it must have the same.
+        let next = m.next_record();
+        let record = record_token(next);
+        let got = splice.machine_token(argmax(&logits) as usize);
+        if got != Some(record) {
+            let at = next.unwrap_or(last);
+            return Err(LaunchError::Diverged {
+                step: m.steps,
+                warp: at.warp,
+                block: at.block,
+                token: 0,
+                got,
+                want: record,
+            });
+        }
+        logits = runner.forward(splice.token_id(record))?;
+        out.tokens += 1;
+        out.chosen += 1;
+        let flow =
+            fed(Fed { token: record, chosen: true, steps: m.steps + u64::from(next.is_some()), tokens: out.tokens });
+        let Some(_) = next else { break };
         let (step, stored) = m.step_stored()?.ok_or(MachineError::StepLimit(m.steps))?;
+        last = step;
         let live_out = sent[step.block];
         let want = RegisterFile::step_tokens(&step, live_out, &m.warps[step.warp].regs, &stored);
-        let mut logits = runner.forward(splice.token_id(want[0]))?;
-        out.tokens += 1;
-        let mut flow = fed(Fed { token: want[0], chosen: false, steps: m.steps, tokens: out.tokens });
+        let mut flow = flow;
         // A lane's slots: two per live-out register, then three per store (index, low, high).
         let regs = 2 * live_out.count_ones() as usize;
         let spaces = store_slots(&program.blocks[step.block]);
@@ -139,4 +165,9 @@ pub fn launch(
         }
     }
     Ok(out)
+}
+
+/// A step's record as its token; [`END`] once the launch has finished.
+pub fn record_token(r: Option<StepRecord>) -> Token {
+    r.map_or(END, |r| Token::Record { warp: r.warp as u32, block: r.block as u32, mask: r.mask })
 }
