@@ -398,8 +398,10 @@ impl Exec {
             Source::Load | Source::LoadShared | Source::Shfl(_) => contiguous(load.loaded(), LIMBS),
         };
         let index = load.index(self.global_words);
-        let [mixer, shared_mixer] = self.mixer_layouts(&alu, &sources).map(|l| limb_memory::weights(&l));
-        let shared_mixer = limb_memory::cleared_at(shared_mixer, self.reset);
+        // Both memories forget everything at the reset record: a prompt writes only the pages
+        // of global memory that are not zeros.
+        let [mixer, shared_mixer] =
+            self.mixer_layouts(&alu, &sources).map(|l| limb_memory::cleared_at(limb_memory::weights(&l), self.reset));
         let shuffle = self.shuffle(&alu, n);
         let shuffle_mixer =
             limb_memory::cleared_at(limb_memory::weights(&self.shuffle_layout(&alu, &sources)), self.reset);

@@ -11,8 +11,8 @@
 //!    at and below 0), and its exited lanes `x_j = Σ_l [p_{j,l} ≥ 64]`, plus 4 for a warp past
 //!    the thread block's (`ntid ≤ 4j`: its rows are never written and read 0). Beside them the
 //!    flags `last` (an executed step's position with no next slot, `run − next ≥ 1`) and
-//!    `first` (the prompt's last position: the 32nd VAL token after the memory record of page
-//!    7, `register_file::memory_tokens`). The exited lanes and the flags reuse channels that the
+//!    `first` (the prompt's last position: the launch part's last word, the 18th VAL token after
+//!    the launch record, `register_file::RegisterFile::prompt_tokens`). The exited lanes and the flags reuse channels that the
 //!    PC rows' layer has spent (`PcRows::scratch`): the stream has 1,728 machine channels.
 //! 2. [`NextRecord::choose`]: each warp's lowest PC `m_j`, written over its first pair's minimum,
 //!    and `sel_j`, the warp that runs next, over the second's (a channel is rewritten by adding
@@ -38,7 +38,7 @@ use super::exec::and_unit;
 use super::limbs::{Layer, Unit};
 use super::machine_tokens::Token;
 use super::pc_rows::PcRows;
-use super::register_file::MEMORY_GROUPS;
+use super::register_file::LAUNCH_WORDS;
 use super::sequencer::EXITED;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -140,10 +140,12 @@ impl NextRecord {
         }
         let last = self.at(self.last());
         l.step(&[(self.at(rf.run_flag()), 1.0), (self.at(self.next), -1.0)], 1.0, &[(last, 1.0)]);
-        // The prompt's last token: memory's last page, its last word's high half.
-        let [pages, words, halves] = MEMORY_GROUPS;
-        let end = [rf.warp() + 3, rf.block() + pages - 1, rf.slot + words * halves].map(|c| (self.at(c), 1.0));
-        l.step(&end, 3.0, &[(self.at(self.first_record()), 1.0)]);
+        // The prompt's last token: the launch part's last word (`RegisterFile::prompt_tokens`),
+        // the only VAL token in that slot after a launch record `(warp 2, block 0, mask 0)` (not
+        // a step of warp 2, which runs).
+        let mut end = [rf.warp() + 2, rf.slot + LAUNCH_WORDS].map(|c| (self.at(c), 1.0)).to_vec();
+        end.push((self.at(rf.run_flag()), -2.0));
+        l.step(&end, 2.0, &[(self.at(self.first_record()), 1.0)]);
         l.shifted(rf.one)
     }
 
@@ -246,4 +248,147 @@ fn rewrite(l: &mut Layer, c: usize) {
 fn relu(l: &mut Layer, terms: &[(usize, f32)], to: usize, k: f32) {
     let gate = terms.iter().map(|&(c, w)| (c, 256.0 * w)).collect();
     l.units.push(Unit { gate, up: vec![(0, 1.0 / 256.0)], down: vec![(to, k)] });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bitnet::random::Rng;
+    use crate::qwengpu::isa::Inst;
+    use crate::qwengpu::limbs::bias;
+    use crate::qwengpu::sequencer::{Next, Sequencer};
+    use crate::qwengpu::splice::{Splice, TINY_TEXT};
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    /// What the stream holds at a position, as the layers below the decoder leave it.
+    struct At {
+        pcs: Vec<Vec<u8>>,
+        place: usize,
+        bar: bool,
+        ntid: usize,
+        grid: usize,
+        cta: usize,
+        /// `last`'s inputs: an executed step, and a next slot.
+        run: bool,
+        next: bool,
+        token: Token,
+    }
+
+    /// The decoder's three layers on a stream set up as `at` says (the spent channels holding
+    /// small garbage, as the PC rows' layer leaves them); the token its fields then name.
+    fn decoded(s: &Splice, at: &At, rng: &mut Rng) -> Option<Token> {
+        let (n, rf, p) = (&s.next, &s.registers, &s.pcs);
+        let mut x = vec![0.0f32; s.width];
+        x[s.bias] = bias(s.width);
+        for c in p.scratch() {
+            x[c] = (rng.next_u64() % 130) as f32 - 64.0;
+        }
+        for (j, lanes) in at.pcs.iter().enumerate() {
+            for (l, &pc) in lanes.iter().enumerate() {
+                x[p.read() + 4 * j + l] = f32::from(pc);
+            }
+        }
+        x[p.warp_in_cta() + at.place] = 1.0;
+        x[p.bar()] = f32::from(u8::from(at.bar));
+        x[rf.run_flag()] = f32::from(u8::from(at.run));
+        x[n.next] = f32::from(u8::from(at.next));
+        (x[rf.launch()], x[rf.launch() + 3]) = (at.ntid as f32, at.grid as f32);
+        let warps = at.ntid / 4;
+        (x[rf.thread()], x[rf.thread() + 1]) = ((4 * at.place) as f32, at.cta as f32);
+        x[rf.record] = (at.cta * warps + at.place) as f32;
+        let (kind, fields) = match at.token {
+            Token::Val(_) => (0.0, [0.0; 3]),
+            Token::Record { warp, block, mask } => (1.0, [warp, block, mask].map(|v| v as f32)),
+        };
+        x[rf.kind] = kind;
+        for (&c, v) in n.fields.iter().zip(fields) {
+            x[c] = v;
+        }
+        let w = s.machine_norm();
+        let order: Vec<usize> = (0..s.width).collect();
+        for layer in [n.minima(), n.choose(), n.output()] {
+            layer.forward_with(&mut x, &w, 1e-6, &order);
+        }
+        let f = n.fields.map(|c| x[c]);
+        if f.iter().chain([&x[rf.kind]]).any(|v| v.fract() != 0.0 || *v < 0.0) {
+            return None;
+        }
+        (x[rf.kind] == 1.0).then(|| Token::Record { warp: f[0] as u32, block: f[1] as u32, mask: f[2] as u32 })
+    }
+
+    /// A random thread block's PCs: most lanes running, some exited, some warps finished.
+    fn block_pcs(rng: &mut Rng, warps: usize) -> Vec<Vec<u8>> {
+        let mut pcs = vec![vec![0u8; 4]; 8];
+        for lanes in pcs.iter_mut().take(warps) {
+            let finished = rng.next_u64().is_multiple_of(3);
+            let base = (rng.next_u64() % 60) as u8;
+            for pc in lanes.iter_mut() {
+                *pc = match rng.next_u64() % 5 {
+                    _ if finished => EXITED,
+                    0 => EXITED,
+                    1 | 2 => base,
+                    _ => (rng.next_u64() % 64) as u8,
+                };
+            }
+        }
+        pcs
+    }
+
+    /// On random thread blocks (1 to 8 warps, any PCs, any place, barrier or not, any thread
+    /// block of any grid), the layers name at a step's last position the record that
+    /// `Sequencer::next` (plain Rust, itself checked against the interpreter) names, or `END`.
+    #[test]
+    fn the_layers_name_the_sequencers_next_record() {
+        let s = Splice::new(TINY_TEXT).unwrap();
+        let mut rng = Rng::new(21);
+        let (mut switches, mut ends, mut next_ctas) = (0, 0, 0);
+        for case in 0..3000 {
+            let warps = 1 + (rng.next_u64() % 8) as usize;
+            let grid = 1 + (rng.next_u64() % (32 / warps) as u64) as usize;
+            let cta = (rng.next_u64() % grid as u64) as usize;
+            let place = (rng.next_u64() % warps as u64) as usize;
+            let bar = rng.next_u64().is_multiple_of(3);
+            let pcs = block_pcs(&mut rng, warps);
+            let token = if rng.next_u64().is_multiple_of(2) {
+                Token::Val(rng.next_u64() as u16)
+            } else {
+                Token::Record { warp: (cta * warps + place) as u32, block: 3, mask: 5 }
+            };
+            let at = At { pcs: pcs.clone(), place, bar, ntid: 4 * warps, grid, cta, run: true, next: false, token };
+            let mut seq = Sequencer::launch(4, warps, grid);
+            for (j, lanes) in pcs.iter().enumerate().take(warps) {
+                seq.pcs[cta * warps + j] = lanes.clone();
+            }
+            // Thread blocks after this one have not started: every lane at block 0.
+            let warp = cta * warps + place;
+            let want = match seq.next(warp, bar.then_some(&Inst::Bar)) {
+                Next::Step(r) => {
+                    switches += usize::from(r.warp != warp);
+                    next_ctas += usize::from(r.warp >= (cta + 1) * warps);
+                    Token::Record { warp: r.warp as u32, block: r.block as u32, mask: r.mask }
+                }
+                Next::Done => {
+                    ends += 1;
+                    END
+                }
+            };
+            assert_eq!(
+                decoded(&s, &at, &mut rng),
+                Some(want),
+                "case {case}: {warps} warps, place {place}, bar {bar}, block {cta} of {grid}, {pcs:?}"
+            );
+            // Where the step has a next slot, nothing of this is written: the token stays.
+            let at = At { next: true, ..at };
+            let held = match token {
+                Token::Val(_) => None,
+                t => Some(t),
+            };
+            assert_eq!(decoded(&s, &at, &mut rng), held, "case {case}: not the last position");
+        }
+        assert!(
+            switches > 300 && ends > 10 && next_ctas > 50,
+            "{switches} switches, {ends} ends, {next_ctas} next blocks"
+        );
+    }
 }

@@ -127,9 +127,9 @@ pub fn shared_groups(shape: &Shape) -> [usize; 3] {
     [shape.warps, SHARED_WORDS, 2]
 }
 
-/// The record that starts a program's prompt: the program image, the register rows and the
-/// shared rows forget what an earlier launch left (global memory and the launch words are
-/// written whole by every prompt).
+/// The record that starts a program's prompt: the program image, the register rows, global and
+/// shared memory's rows forget what an earlier launch left (the launch words are written whole
+/// by every prompt).
 pub const RESET: Token = Token::Record { warp: 4, block: 0, mask: 0 };
 
 /// Words of the launch part: the block's threads (rounded up to whole warps), the grid's
@@ -514,10 +514,26 @@ impl RegisterFile {
         limb_memory::word(file, &layout, [0, 1].map(|half| layout.row(&[warp, 2 * lane + half, reg])))
     }
 
-    /// The prompt's program image: the live-out table (per block with live-out registers, a
-    /// table record and one VAL token per slot), the ROM (per block, a ROM record and its
-    /// words), then the launch (a launch record and its [`LAUNCH_WORDS`] words).
-    pub fn image_tokens(&self, program: &Program, launch: &Launch) -> Result<Vec<Token>, ImageTooLarge> {
+    /// A launch's whole prompt: the reset record and the program image
+    /// ([`Self::image_tokens`]), global memory ([`Self::memory_tokens`]), then the launch
+    /// ([`Self::launch_tokens`]), whose last word ends every prompt (where the model names the
+    /// first record, `next_record`).
+    pub fn prompt_tokens(
+        &self,
+        program: &Program,
+        launch: &Launch,
+        memory: &[u32],
+    ) -> Result<Vec<Token>, ImageTooLarge> {
+        let mut tokens = self.image_tokens(program)?;
+        tokens.extend(self.memory_tokens(memory)?);
+        tokens.extend(self.launch_tokens(launch)?);
+        Ok(tokens)
+    }
+
+    /// The prompt's program image: the reset record, the live-out table (per block with
+    /// live-out registers, a table record and one VAL token per slot), then the ROM (per block,
+    /// a ROM record and its words).
+    pub fn image_tokens(&self, program: &Program) -> Result<Vec<Token>, ImageTooLarge> {
         let mut tokens = vec![RESET];
         tokens.extend(self.table_tokens(program)?);
         for (b, block) in program.blocks.iter().enumerate() {
@@ -528,13 +544,12 @@ impl RegisterFile {
             tokens.push(Token::Record { warp: 1, block: b as u32, mask: 0 });
             tokens.extend(words.into_iter().map(Token::Val));
         }
-        tokens.extend(self.launch_tokens(launch)?);
         Ok(tokens)
     }
 
     /// Global memory as the prompt writes it (§12): per page of 16 words, a memory record
-    /// `(warp 3, page, mask 0)` and each word's low and high half. Every page is written, zeros
-    /// too, so that nothing of an earlier launch's memory is left.
+    /// `(warp 3, page, mask 0)` and each word's low and high half. A page of zeros is left out:
+    /// the reset record has cleared the rows, and a row never written reads 0.
     pub fn memory_tokens(&self, global: &[u32]) -> Result<Vec<Token>, ImageTooLarge> {
         let [pages, words, _] = MEMORY_GROUPS;
         if global.len() > pages * words {
@@ -542,8 +557,11 @@ impl RegisterFile {
         }
         let mut tokens = Vec::new();
         for p in 0..pages {
-            tokens.push(Token::Record { warp: 3, block: p as u32, mask: 0 });
             let word = |w: usize| global.get(p * words + w).copied().unwrap_or(0);
+            if (0..words).all(|w| word(w) == 0) {
+                continue;
+            }
+            tokens.push(Token::Record { warp: 3, block: p as u32, mask: 0 });
             tokens.extend((0..words).flat_map(|w| [word(w) as u16, (word(w) >> 16) as u16]).map(Token::Val));
         }
         Ok(tokens)

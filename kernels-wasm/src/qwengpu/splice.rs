@@ -505,7 +505,7 @@ impl Splice {
     }
 
     /// Norm weights of the machine's layers: §2's on the bias and the machine's channels.
-    fn machine_norm(&self) -> Vec<f32> {
+    pub(crate) fn machine_norm(&self) -> Vec<f32> {
         let mut w = vec![0.0; self.width];
         w[self.bias] = 1.0 / (self.width as f32).sqrt();
         w[self.bias + 1..self.flag].fill(2f32.powi(M));

@@ -245,9 +245,9 @@ pub(crate) fn follow(
     let mut checked = Checked::default();
     if with_table {
         let rf = *model.file().0;
-        let memory = rf.memory_tokens(&model_global).unwrap();
-        let image = rf.image_tokens(&k.program, &m.launch).unwrap_or_else(|e| panic!("{}: {e}", kernel.name));
-        for t in image.into_iter().chain(memory) {
+        let prompt =
+            rf.prompt_tokens(&k.program, &m.launch, &model_global).unwrap_or_else(|e| panic!("{}: {e}", kernel.name));
+        for t in prompt {
             feed(model, t, None, rng);
         }
         // A model with a head names the launch's first record after the prompt.
@@ -480,27 +480,32 @@ fn tables_that_do_not_fit_are_named() {
     let rf = Stack::new(&MachineSpec::second()).rf;
     let launch = &m.launch;
     let small = RegisterFile { shape: Shape { blocks: 3, ..rf.shape }, ..rf };
-    let e = small.image_tokens(&kernel.program, launch).unwrap_err();
+    let e = small.prompt_tokens(&kernel.program, launch, &[]).unwrap_err();
     assert!(matches!(e, ImageTooLarge::Blocks { max: 3, .. }), "{e}");
     let narrow = RegisterFile { shape: Shape { slots: 7, ..rf.shape }, ..rf };
-    let e = narrow.image_tokens(&kernel.program, launch).unwrap_err();
+    let e = narrow.prompt_tokens(&kernel.program, launch, &[]).unwrap_err();
     assert!(matches!(e, ImageTooLarge::Slots { max: 7, .. }) && e.to_string().contains("slots"), "{e}");
     let short = RegisterFile { shape: Shape { rom_words: 8, ..rf.shape }, ..rf };
-    let e = short.image_tokens(&kernel.program, launch).unwrap_err();
+    let e = short.prompt_tokens(&kernel.program, launch, &[]).unwrap_err();
     assert!(matches!(e, ImageTooLarge::Rom { max: 8, .. }), "{e}");
 }
 
 /// The launch part: nine parameters, or more warps than the machine has, are named; so is
-/// more global memory than the memory rows hold, and every page is written, zeros too.
+/// more global memory than the memory rows hold; a page of zeros is left out.
 #[test]
 fn launches_that_do_not_fit_are_named() {
     let rf = Stack::new(&MachineSpec::second()).rf;
     let e = rf.memory_tokens(&[7; 129]).unwrap_err();
     assert!(matches!(e, ImageTooLarge::Memory { words: 129, max: 128 }), "{e}");
-    let tokens = rf.memory_tokens(&[0x0001_0002]).unwrap();
-    assert_eq!(tokens.len(), 8 * 33);
+    let mut words = vec![0; 40];
+    words[0] = 0x0001_0002;
+    words[39] = 0x0003_0000;
+    let tokens = rf.memory_tokens(&words).unwrap();
+    assert_eq!(tokens.len(), 2 * 33);
     assert_eq!(tokens[..3], [Token::Record { warp: 3, block: 0, mask: 0 }, Token::Val(2), Token::Val(1)]);
-    assert!(tokens[3..].iter().all(|t| matches!(t, Token::Val(0) | Token::Record { mask: 0, .. })));
+    assert_eq!(tokens[33], Token::Record { warp: 3, block: 2, mask: 0 });
+    assert_eq!(tokens[33 + 15..33 + 17], [Token::Val(0), Token::Val(3)]);
+    assert!(rf.memory_tokens(&[0; 100]).unwrap().is_empty());
     let nine = Launch { grid: 1, block: 4, params: vec![0; 9] };
     let e = rf.launch_tokens(&nine).unwrap_err();
     assert!(matches!(e, ImageTooLarge::Launch { params: 9, .. }) && e.to_string().contains("8 parameters"), "{e}");

@@ -1,5 +1,5 @@
 //! A kernel launched inside the spliced model (`docs/qwengpu-second-machine.md` §19, §26): the
-//! host feeds the prompt (the reset record, the program image, the launch and global memory);
+//! host feeds the prompt (the reset record, the program image, global memory and the launch);
 //! from there the model's own argmax over its whole vocabulary picks every token, each step's
 //! record (`next_record`), its VAL tokens, and [`END`] after the last step, and each is fed back
 //! as the next input. The arrays are read from those tokens: the prompt's memory with each
@@ -75,7 +75,7 @@ pub fn launch(
 ) -> Result<Launched, LaunchError> {
     let mut m = Machine::new(spec, program.clone(), memory, launch.clone())?;
     let rf = &splice.registers;
-    let prompt: Vec<Token> = rf.image_tokens(program, launch)?.into_iter().chain(rf.memory_tokens(memory)?).collect();
+    let prompt = rf.prompt_tokens(program, launch, memory)?;
     // The prompt is the host's: it runs CHUNK positions at a time (the same bits as one by one).
     let mut logits = Vec::new();
     for (c, chunk) in prompt.chunks(CHUNK).enumerate() {

@@ -451,11 +451,13 @@ fn chunks_give_the_bits_of_single_positions() {
     let k = suite::kernels().into_iter().find(|k| k.name == "reverse").unwrap();
     let (kernel, p, _) = k.machine(k.ptx, &spec).unwrap();
     let rf = &splice.registers;
-    let prompt =
-        rf.image_tokens(&kernel.program, &p.launch).unwrap().into_iter().chain(rf.memory_tokens(&p.memory).unwrap());
+    let prompt = rf.prompt_tokens(&kernel.program, &p.launch, &p.memory).unwrap();
     let mut rng = Rng::new(9);
-    let ids: Vec<usize> =
-        tokens(&mut rng, 3, c.vocab).into_iter().chain(prompt.map(|t| splice.token_id(t))).take(80).collect();
+    let ids: Vec<usize> = tokens(&mut rng, 3, c.vocab)
+        .into_iter()
+        .chain(prompt.into_iter().map(|t| splice.token_id(t)))
+        .take(80)
+        .collect();
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     let mut one = Runner::spliced(c, &model, &splice).unwrap();
     let single: Vec<Vec<u32>> = ids.iter().map(|&t| bits(&one.forward(t).unwrap())).collect();
