@@ -1,5 +1,26 @@
 //! The spliced model's forward pass (and the plain text model's, for the drift): the compiled
 //! layers in front, then the text's decoder layers on the text's channels, then both heads.
+//!
+//! **What a machine position leaves out.** At a machine token's position the text's decoder
+//! layers and the text head are not run, and its text logits are returned as 0. Nothing the
+//! model chooses depends on them:
+//! - the text layers read and write only the text's channels, and no machine head row reads
+//!   one (`splice`);
+//! - the final norm's root at a machine position is exactly `2^29` whatever the text channels
+//!   hold, as long as their squares stay below half an ulp of the bias channel's (§2): there the
+//!   text layers only mix the text positions' values into channels that start at 0, so every
+//!   machine logit is the same bit for bit;
+//! - a text position attends to text positions only (§20), so no later position reads a machine
+//!   position's keys and values;
+//! - what is left, the text tokens' logits at a machine position, is the text head applied to
+//!   the text channels divided by the norm's `2^29`, against a winning machine logit above
+//!   `2^20` (`machine_tokens::LIFT`): their probability is exactly 0 in f32 either way, and the
+//!   argmax is the same.
+//!
+//! The dense check of a written checkpoint (`native-host/tests/qwengpu_dense.rs`) runs every
+//! layer at every position and picks the same tokens. A machine position used to attend to every
+//! position before it, so a launch's cost grew with the context: 82 % of the whole-suite test's
+//! time was that attention and the text head's 49,152 × 576 product (perf, 2026-12-07).
 
 use super::{text, Compiled, Splice, SpliceError, StreamNorms};
 use crate::qwen3::model::{Config, FloatModel};
@@ -21,15 +42,14 @@ pub struct Runner<'a> {
     final_norm: Vec<f32>,
     machine_norm: Vec<f32>,
     order: Vec<usize>,
-    /// Per layer, every position's keys (then values), `kv_rows` each.
+    /// Per layer, the text positions' keys (then values), `kv_rows` each: all a text position
+    /// attends to (§20).
     keys: Vec<Vec<f32>>,
     values: Vec<Vec<f32>>,
-    /// Spliced only: per layer, the keys (then values) of the text positions alone, which are
-    /// all a text position attends to (§20).
-    text_keys: Vec<Vec<f32>>,
-    text_values: Vec<Vec<f32>>,
     /// Text tokens run so far: the RoPE position of the next token.
     text_positions: usize,
+    /// Positions run so far, text and machine.
+    positions: usize,
     /// Per compiled DeltaNet layer, its recurrent state and the channels it writes (`None` for
     /// the SwiGLU layers).
     states: Vec<Option<(DeltaNet, Vec<usize>)>>,
@@ -56,9 +76,8 @@ impl<'a> Runner<'a> {
             order: Vec::new(),
             keys: vec![Vec::new(); config.layers],
             values: vec![Vec::new(); config.layers],
-            text_keys: vec![Vec::new(); config.layers],
-            text_values: vec![Vec::new(); config.layers],
             text_positions: 0,
+            positions: 0,
             states: Vec::new(),
             schedules: Vec::new(),
             machine_stream: Vec::new(),
@@ -115,7 +134,7 @@ impl<'a> Runner<'a> {
 
     /// Positions run so far.
     pub fn position(&self) -> usize {
-        self.keys[0].len() / self.config.kv_rows()
+        self.positions
     }
 
     /// The recurrent state of compiled layer `i`, if it is a Gated DeltaNet.
@@ -126,8 +145,7 @@ impl<'a> Runner<'a> {
     /// Forgets every position.
     pub fn reset(&mut self) {
         self.keys.iter_mut().chain(&mut self.values).for_each(Vec::clear);
-        self.text_keys.iter_mut().chain(&mut self.text_values).for_each(Vec::clear);
-        self.text_positions = 0;
+        (self.text_positions, self.positions) = (0, 0);
         if let Some(s) = self.splice {
             self.states = s
                 .layers
@@ -200,26 +218,32 @@ impl<'a> Runner<'a> {
             }
             xs.push(x);
         }
-        // Only text tokens take RoPE positions: a machine token sits at the position the next
-        // text token will have, so the text around a launch is positioned as if it were not there.
-        let texts: Vec<bool> = tokens.iter().map(|&t| t < c.vocab).collect();
-        let mut at = self.text_positions;
-        let tables: Vec<_> = texts
-            .iter()
-            .map(|&text| {
-                at += usize::from(text);
-                text::rope_table(c.rope_theta, c.head_dim, at - usize::from(text))
-            })
-            .collect();
+        // The text's layers and head run at the text positions alone (the module docs say why),
+        // each at its RoPE position: only text tokens take one, so the text around a launch is
+        // positioned as if the launch were not there.
+        let texts: Vec<usize> = (0..tokens.len()).filter(|&t| tokens[t] < c.vocab).collect();
+        let tables: Vec<_> =
+            (0..texts.len()).map(|k| text::rope_table(c.rope_theta, c.head_dim, self.text_positions + k)).collect();
+        let mut text_xs: Vec<Vec<f32>> = texts.iter().map(|&t| core::mem::take(&mut xs[t])).collect();
         for i in 0..c.layers {
-            self.text_layer(i, &mut xs, &tables, &texts);
+            self.text_layer(i, &mut text_xs, &tables);
         }
-        self.text_positions = at;
+        for (&t, x) in texts.iter().zip(text_xs) {
+            xs[t] = x;
+        }
+        self.text_positions += texts.len();
+        self.positions += tokens.len();
         let ns: Vec<Vec<f32>> =
             xs.iter().skip(heads_from).map(|x| text::rms_norm(x, &self.final_norm, self.eps)).collect();
         let mut logits = vec![text::zeros(self.vocab_size()); ns.len()];
-        let heads: Vec<&mut [f32]> = logits.iter_mut().map(|l| &mut l[..c.vocab]).collect();
-        text::matmul(self.model.lm_head(), &text_part(&ns, h), heads);
+        let (mut heads, mut inputs) = (Vec::new(), Vec::new());
+        for ((l, n), &token) in logits.iter_mut().zip(&ns).zip(&tokens[heads_from..]) {
+            if token < c.vocab {
+                heads.push(&mut l[..c.vocab]);
+                inputs.push(&n[..h]);
+            }
+        }
+        text::matmul(self.model.lm_head(), &inputs, heads);
         if let Some(s) = self.splice {
             for (l, n) in logits.iter_mut().zip(&ns) {
                 for (l, row) in l[c.vocab..].iter_mut().zip(&s.head) {
@@ -230,8 +254,9 @@ impl<'a> Runner<'a> {
         Ok(logits)
     }
 
-    /// Decoder layer `i` (the reference's steps) on the text's channels of each position's `x`.
-    fn text_layer(&mut self, i: usize, xs: &mut [Vec<f32>], tables: &[Vec<(f32, f32)>], texts: &[bool]) {
+    /// Decoder layer `i` (the reference's steps) on the text's channels of each text position's
+    /// `x`.
+    fn text_layer(&mut self, i: usize, xs: &mut [Vec<f32>], tables: &[Vec<(f32, f32)>]) {
         let (c, l) = (self.config, &self.model.layers[i]);
         let (h, hd, n) = (c.hidden, c.head_dim, xs.len());
         let normed: Vec<Vec<f32>> = xs.iter().map(|x| text::rms_norm(x, &self.input_norms[i], self.eps)).collect();
@@ -240,8 +265,7 @@ impl<'a> Runner<'a> {
         text::matmul(&l.q, &inputs, q.iter_mut().map(|v| &mut v[..]).collect());
         text::matmul(&l.k, &inputs, k.iter_mut().map(|v| &mut v[..]).collect());
         text::matmul(&l.v, &inputs, v.iter_mut().map(|v| &mut v[..]).collect());
-        let (first, text_first) = (self.keys[i].len(), self.text_keys[i].len());
-        let spliced = self.splice.is_some();
+        let first = self.keys[i].len();
         for t in 0..n {
             let (q, k, v) = (&mut q[t], &mut k[t], &mut v[t]);
             if c.qkv_bias {
@@ -261,24 +285,15 @@ impl<'a> Runner<'a> {
             }
             self.keys[i].extend_from_slice(k);
             self.values[i].extend_from_slice(v);
-            if spliced && texts[t] {
-                self.text_keys[i].extend_from_slice(k);
-                self.text_values[i].extend_from_slice(v);
-            }
         }
         let group = c.heads / c.kv_heads;
         let mut attn = outputs(n, c.q_rows());
         for (t, out) in attn.iter_mut().enumerate() {
-            // Causal: position t sees the cache up to itself; a text position in the spliced
-            // model sees the text positions alone (§20), so the machine's tokens take none of
-            // its attention and a conversation's text runs as the plain model would run it.
-            let (keys, values) = if spliced && texts[t] {
-                let end = text_first + texts[..=t].iter().filter(|&&x| x).count() * c.kv_rows();
-                (&self.text_keys[i][..end], &self.text_values[i][..end])
-            } else {
-                let end = first + (t + 1) * c.kv_rows();
-                (&self.keys[i][..end], &self.values[i][..end])
-            };
+            // Causal: position t sees the cache up to itself, the text positions alone (§20), so
+            // the machine's tokens take none of its attention and a conversation's text runs as
+            // the plain model would run it.
+            let end = first + (t + 1) * c.kv_rows();
+            let (keys, values) = (&self.keys[i][..end], &self.values[i][..end]);
             for (head, out) in out.chunks_exact_mut(hd).enumerate() {
                 text::attend(&q[t][head * hd..][..hd], keys, values, c.kv_rows(), head / group * hd, out);
             }
