@@ -3,8 +3,8 @@
 //! design and the second side by side. On the first, each kernel first runs once in lockstep with
 //! the interpreter (checked after every step), then is timed without the check. The second runs
 //! spliced into the tiny random llama (its text layers are a small share of a position), and
-//! every run is checked: the model's argmax picks every VAL token, and a token that is not the
-//! interpreter's stops the launch (`splice::launch`).
+//! every run is checked: after the prompt the model's argmax picks every record and VAL token,
+//! and a token that is not the interpreter's stops the launch (`splice::launch`).
 
 use anyhow::{bail, Context, Result};
 use kernels_wasm::qwen3::model::Model;
@@ -100,7 +100,7 @@ fn second(chosen: &[&SuiteKernel], reps: usize) -> Result<()> {
         }
         let (Some(out), m) = (out, median(times)) else { continue };
         println!(
-            "{:<18} {:>6} {:>7} {:>7} {:>9.1} {:>9.1} {:>10.0}  every VAL token the interpreter's",
+            "{:<18} {:>6} {:>7} {:>7} {:>9.1} {:>9.1} {:>10.0}  every chosen token the interpreter's",
             k.name,
             out.steps,
             out.tokens,
