@@ -613,6 +613,9 @@ test('qwenGPU tab: a conversation with the spliced model launches a kernel throu
   assert.ok(rows.length > 5 && rows[0].startsWith('1'), rows.join(' | '));
   assert.ok((await page.$$('[data-testid=qwengpu-chat-row]')).length >= 4);
   assert.equal((await page.textContent('[data-testid=qwengpu-chat-rows]')).includes('✗'), false);
+  // After the launch every lane's PC row says it exited.
+  const pcs = await page.$$eval('[data-testid=qwengpu-chat-pc]', (c) => c.map((e) => e.textContent));
+  assert.ok(pcs.length >= 4 && pcs.every((p) => p === 'exited'), pcs.join(' '));
   // The conversation goes on in the same context.
   await page.fill('[data-testid=qwengpu-chat-turn]', 'thanks');
   await page.click('[data-testid=qwengpu-chat-send]');

@@ -77,6 +77,8 @@ pub struct RegisterRow {
     pub warp: u32,
     pub lane: u32,
     pub values: Vec<Option<u32>>,
+    /// The lane's PC as the PC rows hold it: the block it runs next, 64 once it has exited.
+    pub pc: Option<u32>,
 }
 
 /// The machine's state rows after a launch, decoded from the spliced model's DeltaNet layers.
@@ -85,6 +87,8 @@ pub struct MachineRows {
     /// Which compiled layers hold them (indices among the splice's layers).
     pub register_layer: u32,
     pub memory_layer: u32,
+    /// The PC rows, from which the model reads each next record.
+    pub pc_layer: u32,
     pub registers: Vec<RegisterRow>,
     /// Global memory's words as a load mixer holds them.
     pub memory: Vec<Option<u32>>,

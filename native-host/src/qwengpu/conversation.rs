@@ -369,8 +369,8 @@ impl<'a> Conversation<'a> {
             suite,
         });
         let launch = &r.layout.launch;
-        let warps = (launch.grid * launch.block).div_ceil(spec.lanes);
-        if let Some(rows) = self.chat.rows(warps, spec.regs, out.global.len()) {
+        let per_cta = launch.block.div_ceil(spec.lanes);
+        if let Some(rows) = self.chat.rows((launch.grid * per_cta, per_cta), spec.regs, out.global.len()) {
             let _ = sink.event(ChatEvent::Rows(rows));
         }
         let listed: Vec<String> = arrays

@@ -211,7 +211,8 @@ mod tests {
         let rows = MachineRows {
             register_layer: 4,
             memory_layer: 9,
-            registers: vec![RegisterRow { warp: 0, lane: 0, values: vec![Some(3)] }],
+            pc_layer: 60,
+            registers: vec![RegisterRow { warp: 0, lane: 0, values: vec![Some(3)], pc: Some(64) }],
             memory: vec![Some(1)],
         };
         v.apply(&ChatEvent::Rows(rows.clone()));

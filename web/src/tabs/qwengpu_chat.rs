@@ -218,9 +218,15 @@ pub fn ChatPanel(#[prop(into)] kernel: Signal<&'static str>) -> impl IntoView {
                             let text = v.map_or("✗".to_string(), |v| (v as i32).to_string());
                             view! { <td class="num">{text}</td> }
                         });
+                        let pc = match r.pc {
+                            None => "✗".to_string(),
+                            Some(64) => "exited".to_string(),
+                            Some(pc) => format!("b{pc}"),
+                        };
                         view! {
                             <tr data-testid="qwengpu-chat-row">
                                 <th>{format!("warp {} lane {}", r.warp, r.lane)}</th>
+                                <td class="num" data-testid="qwengpu-chat-pc">{pc}</td>
                                 {cells.collect_view()}
                             </tr>
                         }
@@ -233,8 +239,8 @@ pub fn ChatPanel(#[prop(into)] kernel: Signal<&'static str>) -> impl IntoView {
         state.with(|v| match &v.rows {
             None => "no launch yet".to_string(),
             Some(r) => format!(
-                "registers as the register file's rows hold them (compiled layer {}); global memory from the load mixer's rows (layer {})",
-                r.register_layer, r.memory_layer
+                "each lane's PC as the PC rows hold them (compiled layer {}: the model reads each next record from them), registers as the register file's rows hold them (layer {}); global memory from the load mixer's rows (layer {})",
+                r.pc_layer, r.register_layer, r.memory_layer
             ),
         })
     };
@@ -300,6 +306,7 @@ pub fn ChatPanel(#[prop(into)] kernel: Signal<&'static str>) -> impl IntoView {
                     <thead>
                         <tr>
                             <th></th>
+                            <th>"PC"</th>
                             {move || {
                                 let regs = state.with(|v| v.rows.as_ref().and_then(|r| r.registers.first()).map_or(0, |r| r.values.len()));
                                 (0..regs).map(|r| view! { <th>{format!("r{r}")}</th> }).collect_view()

@@ -100,8 +100,8 @@ impl<'a> Chat<'a> {
     }
 
     /// The machine's state rows as the spliced model's DeltaNet layers hold them now (warps
-    /// `0..warps`, registers `0..regs`, global words `0..words`).
-    pub fn rows(&self, warps: usize, regs: usize, words: usize) -> Option<MachineRows> {
+    /// `0..warps` in thread blocks of `per_cta`, registers `0..regs`, global words `0..words`).
+    pub fn rows(&self, warps: (usize, usize), regs: usize, words: usize) -> Option<MachineRows> {
         self.splice.machine_rows(&self.runner, warps, regs, words)
     }
 
@@ -126,6 +126,7 @@ mod tests {
     use super::*;
     use crate::qwen3::model::Model;
     use crate::qwengpu::next_record::END;
+    use crate::qwengpu::sequencer::EXITED;
     use crate::qwengpu::splice::TINY_TEXT;
     use crate::qwengpu::suite;
 
@@ -159,11 +160,14 @@ mod tests {
         assert_eq!(p.read_arrays(&out.global), k.expected(&p), "{name}");
         // The load mixer's rows hold global memory as the launch left it; the register rows are
         // there for every warp the launch ran.
-        let rows = chat.rows(p.launch.grid * p.launch.block / spec.lanes, spec.regs, out.global.len()).unwrap();
+        let per_cta = p.launch.block.div_ceil(spec.lanes);
+        let rows = chat.rows((p.launch.grid * per_cta, per_cta), spec.regs, out.global.len()).unwrap();
         assert_eq!(rows.memory, out.global.iter().map(|&w| Some(w)).collect::<Vec<_>>());
         assert_eq!(rows.registers.len(), p.launch.grid * p.launch.block / spec.lanes * spec.lanes);
         assert!(rows.registers.iter().all(|r| r.values.len() == spec.regs && r.values.iter().all(Option::is_some)));
         assert!(rows.registers.iter().any(|r| r.values.iter().any(|&v| v != Some(0))));
+        // Every lane of the launch has exited, as the PC rows the model read its records from say.
+        assert!(rows.registers.iter().all(|r| r.pc == Some(u32::from(EXITED))), "{:?}", rows.registers);
         let launched = &chat.context[before..];
         assert_eq!(launched.len() as u64, out.tokens);
         let chosen = launched.iter().filter(|(_, by)| *by == By::Model).count() as u64;

@@ -1,7 +1,7 @@
 //! The machine's state rows read back out of a spliced model's DeltaNet layers, for the tab:
 //! the register file (`register_file`: a word per (warp, lane, register) as two rows of two
-//! 8-bit limbs) and global memory as the first load mixer holds it (every load mixer is written
-//! alike, at each store token). A row that is not an exact limb row reads `None`: the exactness
+//! 8-bit limbs), each lane's PC (`pc_rows`) and global memory as the first load mixer holds it
+//! (every load mixer is written alike, at each store token). A row that is not an exact limb row reads `None`: the exactness
 //! argument says it cannot happen, so the tab shows it rather than hiding it.
 
 use super::{Compiled, Runner, Splice};
@@ -17,6 +17,8 @@ pub struct RowLayers {
     /// The first global load mixer: of the DeltaNets that write a loaded word's channels,
     /// instruction 0's shuffle mixer comes first, then its load mixer.
     pub memory: usize,
+    /// The PC rows (`pc_rows`): the DeltaNet that writes their read channels.
+    pub pcs: usize,
 }
 
 impl Splice {
@@ -26,16 +28,26 @@ impl Splice {
         let (_, loaded) = self.exec.load_layout();
         let file = (0..self.layers.len()).find(|&i| writes(i, read));
         let memory = (0..self.layers.len()).filter(|&i| writes(i, loaded)).nth(1);
-        // Both exist by construction (`Splice::new` pushes the file and every instruction's
-        // mixers); a splice without them would not have built.
-        RowLayers { file: file.unwrap_or(usize::MAX), memory: memory.unwrap_or(usize::MAX) }
+        let pcs = (0..self.layers.len()).find(|&i| writes(i, self.pcs.read()));
+        // All exist by construction (`Splice::new` pushes the file, every instruction's mixers
+        // and the PC rows); a splice without them would not have built.
+        let [file, memory, pcs] = [file, memory, pcs].map(|l| l.unwrap_or(usize::MAX));
+        RowLayers { file, memory, pcs }
     }
 
-    /// The rows of warps `0..warps` (registers `0..regs` of every lane) and global words
-    /// `0..words` as `runner`'s states hold them; `None` for a runner that is not spliced.
-    pub fn machine_rows(&self, runner: &Runner, warps: usize, regs: usize, words: usize) -> Option<MachineRows> {
+    /// The rows of warps `0..warps` (registers `0..regs` and the PC of every lane, in thread
+    /// blocks of `per_cta` warps) and global words `0..words` as `runner`'s states hold them;
+    /// `None` for a runner that is not spliced.
+    pub fn machine_rows(
+        &self,
+        runner: &Runner,
+        (warps, per_cta): (usize, usize),
+        regs: usize,
+        words: usize,
+    ) -> Option<MachineRows> {
         let at = self.row_layers();
-        let (file, memory) = (runner.deltanet(at.file)?, runner.deltanet(at.memory)?);
+        let (file, memory, pcs) = (runner.deltanet(at.file)?, runner.deltanet(at.memory)?, runner.deltanet(at.pcs)?);
+        let per_cta = per_cta.max(1);
         let lanes = self.registers.shape.lanes;
         let registers = (0..warps.min(self.registers.shape.warps))
             .flat_map(|warp| (0..lanes).map(move |lane| (warp, lane)))
@@ -45,6 +57,7 @@ impl Splice {
                 values: (0..regs.min(self.registers.shape.regs))
                     .map(|r| self.registers.value(file, warp, lane, r))
                     .collect(),
+                pc: self.pcs.pc_of(pcs, per_cta, warp, lane).map(u32::from),
             })
             .collect();
         let (layout, _) = self.exec.load_layout();
@@ -52,6 +65,7 @@ impl Splice {
         Some(MachineRows {
             register_layer: at.file as u32,
             memory_layer: at.memory as u32,
+            pc_layer: at.pcs as u32,
             registers,
             memory: memory_rows,
         })

@@ -288,7 +288,7 @@ enum Context {
 fn run_kernels(names: &[&str], max_steps: usize, context: Context) -> Vec<(&'static str, Checked)> {
     let (c, model) = llama();
     let splice = Splice::new(c).unwrap();
-    let RowLayers { file, memory } = splice.row_layers();
+    let RowLayers { file, memory, pcs } = splice.row_layers();
     let (layout, loaded) = splice.exec.load_layout();
     // Instruction 0's shared mixer: the next that writes a loaded word after its load mixer.
     let writes =
@@ -302,11 +302,7 @@ fn run_kernels(names: &[&str], max_steps: usize, context: Context) -> Vec<(&'sta
         file,
         memory: memory.clone(),
         shared: shared.clone(),
-        pcs: splice
-            .layers
-            .iter()
-            .position(|l| matches!(l, Compiled::DeltaNet(w) if w.w_out.nonzero_rows().contains(&splice.pcs.read())))
-            .unwrap(),
+        pcs,
         logits: Vec::new(),
         reset: context != Context::One { reset: false },
     };
