@@ -176,10 +176,10 @@ impl NextRecord {
             select(i, &[], &[last, place(i)], &[bar]);
             for k in 1..=n {
                 let j = (i + k) % n;
+                // The warps between `i` and `j` going round (at `k = n`, every other warp).
                 let between: Vec<usize> = (1..k).map(|b| (i + b) % n).collect();
                 // After `bar`, the next unfinished warp, wrapping round to this one.
-                let others: Vec<usize> = if k == n { (1..n).map(|b| (i + b) % n).collect() } else { between.clone() };
-                select(j, &others, &[last, place(i), bar], &[]);
+                select(j, &between, &[last, place(i), bar], &[]);
                 // After this warp's last exit, the next unfinished one.
                 if k < n {
                     let mut dead = between;

@@ -121,14 +121,13 @@ pub fn launch(
         logits = runner.forward(splice.token_id(record))?;
         out.tokens += 1;
         out.chosen += 1;
-        let flow =
+        let mut flow =
             fed(Fed { token: record, chosen: true, steps: m.steps + u64::from(next.is_some()), tokens: out.tokens });
         let Some(_) = next else { break };
         let (step, stored) = m.step_stored()?.ok_or(MachineError::StepLimit(m.steps))?;
         last = step;
         let live_out = sent[step.block];
         let want = RegisterFile::step_tokens(&step, live_out, &m.warps[step.warp].regs, &stored);
-        let mut flow = flow;
         // A lane's slots: two per live-out register, then three per store (index, low, high).
         let regs = 2 * live_out.count_ones() as usize;
         let spaces = store_slots(&program.blocks[step.block]);
