@@ -49,6 +49,17 @@ fn rsqrt(x: f32) -> f32 {
     1.0 / x.sqrt()
 }
 
+/// The entries of `v` that can reach a sum, with their places, in order: not ±0, and with
+/// identity taps not at or below −89 (silu's −0). A memory layer's keys and queries are one such
+/// entry among 4,096, so chunks of 16 are tested first, with a branch-free OR the compiler
+/// vectorises.
+fn hot(v: &[f32], identity: bool) -> impl Iterator<Item = (usize, f32)> + '_ {
+    let skip = move |x: f32| x == 0.0 || (identity && x <= -89.0);
+    v.chunks(16).enumerate().filter(move |(_, c)| c.iter().fold(false, |any, &x| any | !skip(x))).flat_map(
+        move |(k, c)| c.iter().enumerate().filter(move |(_, &x)| !skip(x)).map(move |(i, &x)| (16 * k + i, x)),
+    )
+}
+
 /// A matrix as its nonzero entries, column by column in row order: the machine's projections
 /// are a few entries a row over a stream thousands wide (dense they would be hundreds of
 /// megabytes), and at a position most of the stream's channels are 0, so a product visits only
@@ -134,6 +145,93 @@ impl Matrix {
                 }
             }
         }
+    }
+}
+
+/// A [`Matrix`] packed for products: its nonempty columns only, their entries in one array.
+///
+/// A machine layer's `W_z`, `W_b` and `W_a` have 8 entries over 2,304 columns, and at a position
+/// a few hundred channels are nonzero: [`Matrix::matvec`] loads the column of each of those
+/// channels, and those scattered loads were a tenth of a launch's time (perf, 2026-12-07).
+/// Here a product visits the nonempty columns, in order.
+#[derive(Debug, Clone, PartialEq, Default)]
+struct Csc {
+    rows: usize,
+    /// The nonempty columns, ascending; column `cols[k]`'s entries are `entries[at[k]..at[k + 1]]`.
+    cols: Vec<u32>,
+    at: Vec<u32>,
+    entries: Vec<(u32, f32)>,
+}
+
+impl Csc {
+    fn new(m: &Matrix) -> Csc {
+        let (mut cols, mut at, mut entries) = (Vec::new(), vec![0u32], Vec::new());
+        for (c, col) in m.columns.iter().enumerate().filter(|(_, col)| !col.is_empty()) {
+            cols.push(c as u32);
+            entries.extend_from_slice(col);
+            at.push(entries.len() as u32);
+        }
+        Csc { rows: m.rows, cols, at, entries }
+    }
+
+    /// [`Matrix::matvec_into`]'s bits (it skips the same products).
+    pub fn matvec_into(&self, x: &[f32], y: &mut Vec<f32>) {
+        y.clear();
+        y.resize(self.rows, 0.0);
+        self.add_columns(x, y, 0);
+    }
+
+    /// Adds the products of nonempty columns `k..` (in order) to `y`.
+    fn add_columns(&self, x: &[f32], y: &mut [f32], k: usize) {
+        for (k, &c) in self.cols.iter().enumerate().skip(k) {
+            let xc = x.get(c as usize).copied().unwrap_or(0.0);
+            if xc != 0.0 {
+                for &(r, w) in &self.entries[self.at[k] as usize..self.at[k + 1] as usize] {
+                    y[r as usize] += w * xc;
+                }
+            }
+        }
+    }
+
+    /// [`Self::matvec_into`] with the first column's share that `x` reaches kept in `cache` for
+    /// the next product whose first such column and value are the same. At every machine position
+    /// that column is the bias, normed to the same value (§2), and in a memory layer's q/k/v
+    /// projection it has an entry in nearly every row (17,206 of 19,272): copying its share
+    /// replaces that many scattered adds. The bits are the same: a row starts at `0 + w·x` of that
+    /// column either way, and the later columns are added in the same order.
+    pub fn matvec_cached(&self, x: &[f32], y: &mut Vec<f32>, cache: &mut FirstColumn) {
+        let reached = |&c: &u32| x.get(c as usize).is_some_and(|&v| v != 0.0);
+        let Some(k) = self.cols.iter().position(reached) else {
+            return self.matvec_into(x, y);
+        };
+        let key = (k, x[self.cols[k] as usize].to_bits());
+        if cache.key != Some(key) || cache.y.len() != self.rows {
+            cache.y.clear();
+            cache.y.resize(self.rows, 0.0);
+            let xc = x[self.cols[k] as usize];
+            for &(r, w) in &self.entries[self.at[k] as usize..self.at[k + 1] as usize] {
+                cache.y[r as usize] += w * xc;
+            }
+            cache.key = Some(key);
+        }
+        y.clear();
+        y.extend_from_slice(&cache.y);
+        self.add_columns(x, y, k + 1);
+    }
+}
+
+/// A product's first reached column and its share ([`Csc::matvec_cached`]).
+#[derive(Debug, Clone, Default)]
+struct FirstColumn {
+    /// The column (its place among the nonempty ones) and its value's bits.
+    key: Option<(usize, u32)>,
+    y: Vec<f32>,
+}
+
+/// A cache: layers in the same state are equal whatever their caches hold.
+impl PartialEq for FirstColumn {
+    fn eq(&self, _: &FirstColumn) -> bool {
+        true
     }
 }
 
@@ -224,6 +322,10 @@ pub struct DeltaNet {
     /// Whether every channel's taps are `(0, …, 0, 1)`, as in every machine layer: then a
     /// channel is `silu(+0 + x)` of its projection `x` alone.
     identity: bool,
+    /// The projections packed (`W_qkv`, `W_z`, `W_b`, `W_a`, `W_out`), and the q/k/v
+    /// projection's first column's share from the last position.
+    packed: [Csc; 5],
+    first: FirstColumn,
 }
 
 impl DeltaNet {
@@ -231,7 +333,8 @@ impl DeltaNet {
         let state = vec![0.0; w.heads * w.d_k * w.d_v];
         let identity = w.conv.chunks_exact(CONV).all(|t| t[..CONV - 1].iter().all(|&t| t == 0.0) && t[CONV - 1] == 1.0);
         let conv_history = if identity { Vec::new() } else { vec![vec![0.0; w.channels()]; CONV - 1] };
-        DeltaNet { w, state, conv_history, spare: Vec::new(), identity }
+        let packed = w.matrices().map(|(_, m)| Csc::new(m));
+        DeltaNet { w, state, conv_history, spare: Vec::new(), identity, packed, first: FirstColumn::default() }
     }
 
     pub fn weights(&self) -> &DeltaNetWeights {
@@ -250,7 +353,7 @@ impl DeltaNet {
         let (h_n, dk, dv) = (w.heads, w.d_k, w.d_v);
         // Projections, then the causal depthwise convolution over the last CONV inputs + SiLU.
         let mut qkv_in = core::mem::take(&mut self.spare);
-        w.w_qkv.matvec_into(x, &mut qkv_in);
+        self.packed[0].matvec_cached(x, &mut qkv_in, &mut self.first);
         // With identity taps only the projection matters, and a channel at or below −89 is
         // silu's −0 (exp(89) overflows): such channels, and ±0 ones, reach nothing (see the
         // keys below), so the heads read the projection directly and skip them.
@@ -271,9 +374,13 @@ impl DeltaNet {
         };
         let src: &[f32] = if identity { &qkv_in } else { &qkv };
         let act = |x: f32| if identity { silu(0.0 + x) } else { x };
-        let z = w.w_z.matvec(x);
-        let b = w.w_b.matvec(x);
-        let a = w.w_a.matvec(x);
+        let product = |m: &Csc, x: &[f32]| {
+            let mut y = Vec::new();
+            m.matvec_into(x, &mut y);
+            y
+        };
+        let [_, z, b, a, w_out] = &self.packed;
+        let (z, b, a) = (product(z, x), product(b, x), product(a, x));
         let mut out = Vec::with_capacity(h_n * dv);
         for h in 0..h_n {
             // The machine's keys and queries are one or two entries of thousands, so each head
@@ -283,9 +390,7 @@ impl DeltaNet {
             // change only the sign of a zero entry, and that sign reaches nothing (every read of
             // S is one of those sums).
             let l2 = |v: &[f32], scale: f32| {
-                let skip = |x: f32| x == 0.0 || (identity && x <= -89.0);
-                let hot: Vec<(usize, f32)> =
-                    v.iter().enumerate().filter(|&(_, &x)| !skip(x)).map(|(i, &x)| (i, act(x))).collect();
+                let hot: Vec<(usize, f32)> = hot(v, identity).map(|(i, x)| (i, act(x))).collect();
                 let n = rsqrt(hot.iter().fold(0.0, |acc, &(_, x)| acc + x * x) + 1e-6);
                 hot.into_iter().map(|(i, x)| (i, x * n * scale)).collect::<Vec<_>>()
             };
@@ -313,7 +418,7 @@ impl DeltaNet {
             let n = rsqrt(o.iter().fold(0.0, |acc, x| acc + x * x) / dv as f32 + w.eps);
             out.extend((0..dv).map(|j| o[j] * n * w.norm[j] * silu(z[h * dv + j])));
         }
-        let y = w.w_out.matvec(&out);
+        let y = product(w_out, &out);
         if identity {
             self.spare = qkv_in;
         } else {
@@ -321,5 +426,76 @@ impl DeltaNet {
             self.conv_history.push(qkv_in);
         }
         y
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bitnet::random::Rng;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    fn value(rng: &mut Rng) -> f32 {
+        match rng.next_u64() % 6 {
+            0 | 1 => 0.0,
+            2 => -0.0,
+            3 => -89.0 - (rng.next_u64() % 3) as f32 * 0.5,
+            _ => (rng.next_u64() % 2001) as f32 / 7.0 - 140.0,
+        }
+    }
+
+    /// The packed products give the plain product's bits, with the first column's share kept or
+    /// not: a stream of vectors whose first nonzero column and value repeat (a machine position's
+    /// bias), change value, move to another column, or vanish.
+    #[test]
+    fn packed_products_are_the_matrix_products() {
+        let mut rng = Rng::new(9);
+        for _ in 0..40 {
+            let (rows, cols) = (1 + (rng.next_u64() % 60) as usize, 1 + (rng.next_u64() % 50) as usize);
+            let mut m = Matrix::zeros(rows, cols);
+            for _ in 0..rng.next_u64() % 400 {
+                let (r, c) = ((rng.next_u64() % rows as u64) as usize, (rng.next_u64() % cols as u64) as usize);
+                m.set(r, c, value(&mut rng));
+            }
+            let packed = Csc::new(&m);
+            let mut cache = FirstColumn::default();
+            let mut first = (0, 1.5f32);
+            for _ in 0..30 {
+                let mut x: Vec<f32> =
+                    (0..cols).map(|_| if rng.next_u64().is_multiple_of(3) { value(&mut rng) } else { 0.0 }).collect();
+                match rng.next_u64() % 4 {
+                    0 => first = ((rng.next_u64() % cols as u64) as usize, value(&mut rng)),
+                    1 => x.iter_mut().for_each(|v| *v = 0.0),
+                    _ => {}
+                }
+                x[..first.0].iter_mut().for_each(|v| *v = 0.0);
+                x[first.0] = first.1;
+                let want: Vec<u32> = m.matvec(&x).iter().map(|v| v.to_bits()).collect();
+                let (mut plain, mut cached) = (Vec::new(), Vec::new());
+                packed.matvec_into(&x, &mut plain);
+                packed.matvec_cached(&x, &mut cached, &mut cache);
+                assert_eq!(want, plain.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+                assert_eq!(want, cached.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+            }
+        }
+    }
+
+    /// The chunked scan finds the entries the plain filter finds, in order, for lengths that are
+    /// and are not multiples of its chunk.
+    #[test]
+    fn hot_entries_are_the_filters() {
+        let mut rng = Rng::new(3);
+        for len in 0..70 {
+            let v: Vec<f32> =
+                (0..len).map(|_| if rng.next_u64().is_multiple_of(9) { value(&mut rng) } else { 0.0 }).collect();
+            for identity in [false, true] {
+                let skip = |x: f32| x == 0.0 || (identity && x <= -89.0);
+                let want: Vec<(usize, u32)> =
+                    v.iter().enumerate().filter(|(_, &x)| !skip(x)).map(|(i, x)| (i, x.to_bits())).collect();
+                let got: Vec<(usize, u32)> = hot(&v, identity).map(|(i, x)| (i, x.to_bits())).collect();
+                assert_eq!(want, got, "{v:?}");
+            }
+        }
     }
 }

@@ -43,6 +43,7 @@
 
 pub mod chat;
 pub mod drift;
+mod head;
 pub mod launch;
 mod rows;
 mod runner;

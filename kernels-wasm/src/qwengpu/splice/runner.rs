@@ -22,11 +22,12 @@
 //! position before it, so a launch's cost grew with the context: 82 % of the whole-suite test's
 //! time was that attention and the text head's 49,152 × 576 product (perf, 2026-12-07).
 
+use super::head::PackedHead;
 use super::{text, Compiled, Splice, SpliceError, StreamNorms};
 use crate::qwen3::model::{Config, FloatModel};
-use crate::qwengpu::awake::Schedule;
+use crate::qwengpu::awake::{Schedule, Scratch};
 use crate::qwengpu::deltanet::{DeltaNet, DeltaNetWeights};
-use crate::qwengpu::limbs::rms_norm;
+use crate::qwengpu::limbs::{rms_norm, rms_norm_into};
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -55,6 +56,10 @@ pub struct Runner<'a> {
     states: Vec<Option<(DeltaNet, Vec<usize>)>>,
     /// Per compiled SwiGLU layer, which units can fire given the nonzero channels (`awake`).
     schedules: Vec<Option<Schedule>>,
+    /// The compiled layers' buffers, kept between layers and positions.
+    scratch: Scratch,
+    /// The machine tokens' head rows, packed (`head`), when they read few enough channels.
+    machine_head: Option<PackedHead>,
     /// The stream after the machine's layers at the last position (spliced only).
     pub machine_stream: Vec<f32>,
 }
@@ -80,6 +85,8 @@ impl<'a> Runner<'a> {
             positions: 0,
             states: Vec::new(),
             schedules: Vec::new(),
+            scratch: Scratch::default(),
+            machine_head: None,
             machine_stream: Vec::new(),
         })
     }
@@ -116,6 +123,7 @@ impl<'a> Runner<'a> {
             x[c] = v;
         }
         let machine_bias = rms_norm(&x, &r.machine_norm, r.eps, &r.order)[splice.bias];
+        r.machine_head = PackedHead::new(&splice.head);
         r.schedules = splice
             .layers
             .iter()
@@ -202,13 +210,21 @@ impl<'a> Runner<'a> {
                 for ((l, state), schedule) in s.layers.iter().zip(&mut self.states).zip(&self.schedules) {
                     match (l, state) {
                         (_, Some((net, written))) => {
-                            let y = net.step(&rms_norm(&x, &self.machine_norm, self.eps, &self.order));
+                            rms_norm_into(&x, &self.machine_norm, self.eps, &self.order, &mut self.scratch.n);
+                            let y = net.step(&self.scratch.n);
                             for &c in written.iter() {
                                 x[c] += y[c];
                             }
                         }
                         (Compiled::SwiGlu(l), None) => match schedule {
-                            Some(sc) => l.forward_scheduled(sc, &mut x, &self.machine_norm, self.eps, &self.order),
+                            Some(sc) => l.forward_scheduled(
+                                sc,
+                                &mut self.scratch,
+                                &mut x,
+                                &self.machine_norm,
+                                self.eps,
+                                &self.order,
+                            ),
                             None => l.forward_with(&mut x, &self.machine_norm, self.eps, &self.order),
                         },
                         (Compiled::DeltaNet(_), None) => {}
@@ -246,8 +262,13 @@ impl<'a> Runner<'a> {
         text::matmul(self.model.lm_head(), &inputs, heads);
         if let Some(s) = self.splice {
             for (l, n) in logits.iter_mut().zip(&ns) {
-                for (l, row) in l[c.vocab..].iter_mut().zip(&s.head) {
-                    *l = row.iter().fold(0.0f32, |acc, &(ch, w)| acc + w * n[ch]);
+                match &self.machine_head {
+                    Some(head) => head.logits(n, &mut l[c.vocab..]),
+                    None => {
+                        for (l, row) in l[c.vocab..].iter_mut().zip(&s.head) {
+                            *l = row.iter().fold(0.0f32, |acc, &(ch, w)| acc + w * n[ch]);
+                        }
+                    }
                 }
             }
         }
