@@ -43,23 +43,24 @@ pub const M: i32 = 29;
 /// the order `order` (a permutation of the channels).
 pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, order: &[usize]) -> Vec<f32> {
     let mut n = Vec::new();
-    rms_norm_into(x, w, eps, order, &mut n);
+    rms_norm_into(x, w, eps, Some(order), &mut n);
     n
 }
 
-/// [`rms_norm`] into `n`'s allocation. The sum of squares leaves out the zero channels (most of
-/// a machine position's): each would add `+0` to a sum that starts at `+0` and so is never `−0`,
-/// which changes no bit. Chunks of 16 channels with no value are passed over after one
-/// branch-free test, so the serial chain of adds runs over the chunks that hold one.
-pub fn rms_norm_into(x: &[f32], w: &[f32], eps: f32, order: &[usize], n: &mut Vec<f32>) {
+/// [`rms_norm`] into `n`'s allocation, its sum of squares in `order` or (`None`) in the
+/// channels' own order, as the spliced model's runner takes it. The sum leaves out the zero
+/// channels (most of a machine position's): each would add `+0` to a sum that starts at `+0` and
+/// so is never `−0`, which changes no bit. In the channels' own order, chunks of 16 with no value
+/// are passed over after one vectorised test, so the serial chain of adds runs over the chunks
+/// that hold a value.
+pub fn rms_norm_into(x: &[f32], w: &[f32], eps: f32, order: Option<&[usize]>, n: &mut Vec<f32>) {
     let add = |ss: f32, v: &f32| if *v != 0.0 { ss + v * v } else { ss };
-    let any = |c: &[f32]| c.iter().fold(false, |any, &v| any | (v != 0.0));
-    // The runner's order is the channels' own; then the chunks are plain slices (vectorised).
-    let in_order = order.len() == x.len() && order.iter().enumerate().fold(true, |same, (k, &i)| same & (k == i));
-    let ss = if in_order {
-        x.chunks(16).filter(|c| any(c)).fold(0.0f32, |ss, c| c.iter().fold(ss, add))
-    } else {
-        order.iter().map(|&i| x[i]).fold(0.0f32, |ss, v| add(ss, &v))
+    let ss = match order {
+        Some(order) => order.iter().map(|&i| x[i]).fold(0.0f32, |ss, v| add(ss, &v)),
+        None => x
+            .chunks(16)
+            .filter(|c| c.iter().fold(false, |any, &v| any | (v != 0.0)))
+            .fold(0.0f32, |ss, c| c.iter().fold(ss, add)),
     };
     let rms = (ss / x.len() as f32 + eps).sqrt();
     n.clear();
@@ -422,12 +423,15 @@ mod tests {
                 })
                 .collect();
             let w: Vec<f32> = (0..d).map(|i| 0.5 + i as f32 * 0.25).collect();
-            for order in [(0..d).collect(), shuffled(d, &mut rng)] {
-                let ss = order.iter().fold(0.0f32, |s, &i| s + x[i] * x[i]);
+            let own: Vec<usize> = (0..d).collect();
+            let shuffled = shuffled(d, &mut rng);
+            for given in [None, Some(&own[..]), Some(&shuffled[..])] {
+                let ss = given.unwrap_or(&own).iter().fold(0.0f32, |s, &i| s + x[i] * x[i]);
                 let rms = (ss / d as f32 + 1e-5).sqrt();
                 let want: Vec<u32> = x.iter().zip(&w).map(|(v, w)| (v / rms * w).to_bits()).collect();
-                let got: Vec<u32> = rms_norm(&x, &w, 1e-5, &order).iter().map(|v| v.to_bits()).collect();
-                assert_eq!(want, got, "trial {trial}");
+                let mut got = Vec::new();
+                rms_norm_into(&x, &w, 1e-5, given, &mut got);
+                assert_eq!(want, got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "trial {trial}");
             }
         }
     }

@@ -3,66 +3,68 @@
 //!
 //! As `Splice::head` stores it, each row is its own heap vector of `(channel, weight)` pairs, and
 //! a position's machine logits were a sixth of a launch's time (perf, 2026-12-07), most of it
-//! loading those vectors. Packed, the channels a row reads become indices into the handful of
-//! values the head reads, gathered once a position, and the rows lie one after another at a
-//! fixed stride.
+//! loading those vectors. But the rows of one kind of token read the same channels in the same
+//! order (a VAL token's fields, then the bias, then the flag), and such tokens have consecutive
+//! ids. So the head is cut into runs of consecutive rows with one channel sequence, and each run
+//! keeps its weights column by column: its `k`-th terms are one weight vector times one stream
+//! value, a loop the compiler vectorises.
 //!
-//! **The same bits.** A row is still the fold `((0 + w₁n₁) + w₂n₂) + …` in its own order. A
-//! short row is padded at its end with weight 0, which adds `0 · n = ±0` (every `n` is finite,
-//! a normed stream): a nonzero sum stays as it is, and a sum of `+0` stays `+0` (a fold that
-//! starts at `+0` is never `−0`).
+//! **The same bits.** A row is still the fold `((0 + w₁n₁) + w₂n₂) + …` in its own order:
+//! the run adds its rows' first terms, then their second terms, and so on.
 
 use alloc::vec;
 use alloc::vec::Vec;
 
-/// Distinct channels a packed head can read: one byte indexes them.
-const MAX_CHANNELS: usize = 256;
+/// Consecutive rows that read the same channels in the same order.
+#[derive(Debug, Clone)]
+struct Run {
+    /// The first row, and the channels every row reads, in its order.
+    first: usize,
+    channels: Vec<usize>,
+    /// The rows' weights, term by term: term `k` of row `first + i` is `weights[k][i]`.
+    weights: Vec<Vec<f32>>,
+}
 
 #[derive(Debug, Clone)]
 pub struct PackedHead {
-    /// The channels the rows read, in the order the indices name them.
-    channels: Vec<usize>,
-    /// Entries per row (the longest row's count).
-    stride: usize,
-    /// Row after row, `stride` entries each: an index into `channels`, and its weight.
-    index: Vec<u8>,
-    weight: Vec<f32>,
+    rows: usize,
+    runs: Vec<Run>,
 }
 
 impl PackedHead {
-    /// `rows` packed, or `None` if they read more channels than a byte can index.
-    pub fn new(rows: &[Vec<(usize, f32)>]) -> Option<PackedHead> {
-        let mut channels: Vec<usize> = rows.iter().flatten().map(|&(c, _)| c).collect();
-        channels.sort_unstable();
-        channels.dedup();
-        if channels.len() > MAX_CHANNELS {
-            return None;
-        }
-        let stride = rows.iter().map(Vec::len).max().unwrap_or(0);
-        let (mut index, mut weight) = (vec![0u8; rows.len() * stride], vec![0.0f32; rows.len() * stride]);
+    pub fn new(rows: &[Vec<(usize, f32)>]) -> PackedHead {
+        let mut runs: Vec<Run> = Vec::new();
         for (r, row) in rows.iter().enumerate() {
-            for (k, &(c, w)) in row.iter().enumerate() {
-                // Present: `channels` holds every channel of every row.
-                index[r * stride + k] = channels.binary_search(&c).unwrap_or(0) as u8;
-                weight[r * stride + k] = w;
+            let same = |run: &Run| run.channels.iter().copied().eq(row.iter().map(|&(c, _)| c));
+            match runs.last_mut() {
+                Some(run) if same(run) => run.weights.iter_mut().zip(row).for_each(|(w, &(_, v))| w.push(v)),
+                _ => runs.push(Run {
+                    first: r,
+                    channels: row.iter().map(|&(c, _)| c).collect(),
+                    weights: row.iter().map(|&(_, v)| vec![v]).collect(),
+                }),
             }
         }
-        Some(PackedHead { channels, stride, index, weight })
+        PackedHead { rows: rows.len(), runs }
+    }
+
+    /// Runs of rows with one channel sequence.
+    #[cfg(test)]
+    fn runs(&self) -> usize {
+        self.runs.len()
     }
 
     /// Every row's logit for the normed stream `n`, into `logits` (one per row).
     pub fn logits(&self, n: &[f32], logits: &mut [f32]) {
-        let mut values = [0.0f32; MAX_CHANNELS];
-        for (v, &c) in values.iter_mut().zip(&self.channels) {
-            *v = n[c];
-        }
-        if self.stride == 0 {
-            logits.fill(0.0);
-            return;
-        }
-        let rows = self.index.chunks_exact(self.stride).zip(self.weight.chunks_exact(self.stride));
-        for (l, (index, weight)) in logits.iter_mut().zip(rows) {
-            *l = index.iter().zip(weight).fold(0.0f32, |s, (&i, &w)| s + w * values[i as usize]);
+        let logits = &mut logits[..self.rows];
+        logits.fill(0.0);
+        for run in &self.runs {
+            let len = run.weights.first().map_or(0, Vec::len);
+            let out = &mut logits[run.first..run.first + len];
+            for (&c, weights) in run.channels.iter().zip(&run.weights) {
+                let v = n[c];
+                out.iter_mut().zip(weights).for_each(|(l, &w)| *l += w * v);
+            }
         }
     }
 }
@@ -91,15 +93,22 @@ mod tests {
         };
         for _ in 0..50 {
             let width = 1 + (rng.next_u64() % 40) as usize;
-            let rows: Vec<Vec<(usize, f32)>> = (0..200)
-                .map(|_| {
-                    (0..rng.next_u64() % 7)
+            // Half the rows read the channels of the row before them (a run), with their own weights.
+            let mut rows: Vec<Vec<(usize, f32)>> = Vec::new();
+            for _ in 0..200 {
+                let row = match rows.last() {
+                    Some(last) if rng.next_u64().is_multiple_of(2) => {
+                        last.iter().map(|&(c, _)| (c, value(&mut rng))).collect()
+                    }
+                    _ => (0..rng.next_u64() % 7)
                         .map(|_| ((rng.next_u64() % width as u64) as usize, value(&mut rng)))
-                        .collect()
-                })
-                .collect();
+                        .collect(),
+                };
+                rows.push(row);
+            }
             let n: Vec<f32> = (0..width).map(|_| value(&mut rng)).collect();
-            let head = PackedHead::new(&rows).unwrap();
+            let head = PackedHead::new(&rows);
+            assert!(head.runs() < 150, "{} runs", head.runs());
             let mut got = vec![f32::NAN; rows.len()];
             head.logits(&n, &mut got);
             for (row, got) in rows.iter().zip(&got) {
@@ -109,9 +118,12 @@ mod tests {
         }
     }
 
+    /// The spliced model's head is a few runs, so its logits are the vectorised loops.
     #[test]
-    fn too_many_channels_are_not_packed() {
-        let rows = vec![(0..MAX_CHANNELS + 1).map(|c| (c, 1.0)).collect()];
-        assert!(PackedHead::new(&rows).is_none());
+    fn the_spliced_heads_rows_are_a_few_runs() {
+        let splice = crate::qwengpu::splice::Splice::new(crate::qwengpu::splice::TINY_TEXT).unwrap();
+        let head = PackedHead::new(&splice.head);
+        // Two today: the step records, then the VAL tokens.
+        assert!(head.runs() <= 8, "{} rows in {} runs", splice.head.len(), head.runs());
     }
 }

@@ -42,6 +42,8 @@ pub struct Runner<'a> {
     post_norms: Vec<Vec<f32>>,
     final_norm: Vec<f32>,
     machine_norm: Vec<f32>,
+    /// The channels' own order, in which the norms sum their squares (`None` to the scheduled
+    /// layers says the same).
     order: Vec<usize>,
     /// Per layer, the text positions' keys (then values), `kv_rows` each: all a text position
     /// attends to (§20).
@@ -58,7 +60,7 @@ pub struct Runner<'a> {
     schedules: Vec<Option<Schedule>>,
     /// The compiled layers' buffers, kept between layers and positions.
     scratch: Scratch,
-    /// The machine tokens' head rows, packed (`head`), when they read few enough channels.
+    /// The machine tokens' head rows, packed (`head`; spliced only).
     machine_head: Option<PackedHead>,
     /// The stream after the machine's layers at the last position (spliced only).
     pub machine_stream: Vec<f32>,
@@ -123,7 +125,7 @@ impl<'a> Runner<'a> {
             x[c] = v;
         }
         let machine_bias = rms_norm(&x, &r.machine_norm, r.eps, &r.order)[splice.bias];
-        r.machine_head = PackedHead::new(&splice.head);
+        r.machine_head = Some(PackedHead::new(&splice.head));
         r.schedules = splice
             .layers
             .iter()
@@ -210,21 +212,16 @@ impl<'a> Runner<'a> {
                 for ((l, state), schedule) in s.layers.iter().zip(&mut self.states).zip(&self.schedules) {
                     match (l, state) {
                         (_, Some((net, written))) => {
-                            rms_norm_into(&x, &self.machine_norm, self.eps, &self.order, &mut self.scratch.n);
+                            rms_norm_into(&x, &self.machine_norm, self.eps, None, &mut self.scratch.n);
                             let y = net.step(&self.scratch.n);
                             for &c in written.iter() {
                                 x[c] += y[c];
                             }
                         }
                         (Compiled::SwiGlu(l), None) => match schedule {
-                            Some(sc) => l.forward_scheduled(
-                                sc,
-                                &mut self.scratch,
-                                &mut x,
-                                &self.machine_norm,
-                                self.eps,
-                                &self.order,
-                            ),
+                            Some(sc) => {
+                                l.forward_scheduled(sc, &mut self.scratch, &mut x, &self.machine_norm, self.eps, None)
+                            }
                             None => l.forward_with(&mut x, &self.machine_norm, self.eps, &self.order),
                         },
                         (Compiled::DeltaNet(_), None) => {}
@@ -260,16 +257,9 @@ impl<'a> Runner<'a> {
             }
         }
         text::matmul(self.model.lm_head(), &inputs, heads);
-        if let Some(s) = self.splice {
+        if let Some(head) = &self.machine_head {
             for (l, n) in logits.iter_mut().zip(&ns) {
-                match &self.machine_head {
-                    Some(head) => head.logits(n, &mut l[c.vocab..]),
-                    None => {
-                        for (l, row) in l[c.vocab..].iter_mut().zip(&s.head) {
-                            *l = row.iter().fold(0.0f32, |acc, &(ch, w)| acc + w * n[ch]);
-                        }
-                    }
-                }
+                head.logits(n, &mut l[c.vocab..]);
             }
         }
         Ok(logits)
