@@ -17,15 +17,17 @@ const E2E_BRIDGE_PORT: u16 = 18787;
 const E2E_WEB_PORT: u16 = 18080;
 
 /// The suites, in the order they run.
-const SUITES: [&str; 7] = ["native", "wasm", "neon", "esp32", "avx512", "e2e", "fuzz"];
+const SUITES: [&str; 8] = ["native", "wasm", "neon", "esp32", "avx512", "e2e", "fuzz", "spliced-suite"];
 /// Run only when named with `--only`: the instrumented fuzz build would push a fresh machine's
-/// run past an hour (the native suite replays the same corpora without libFuzzer).
-const ON_REQUEST: [&str; 1] = ["fuzz"];
+/// run past an hour (the native suite replays the same corpora without libFuzzer), and the
+/// spliced model through all 49 suite kernels takes minutes natively and longer in Chromium (the
+/// default suites run seven kernels' first steps in both).
+const ON_REQUEST: [&str; 2] = ["fuzz", "spliced-suite"];
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Run only these suites, comma-separated: native, wasm, neon, esp32, avx512, e2e, fuzz
-    /// [default: all but fuzz].
+    /// Run only these suites, comma-separated: native, wasm, neon, esp32, avx512, e2e, fuzz,
+    /// spliced-suite [default: all but fuzz and spliced-suite].
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Seconds of fuzzing per target in the fuzz suite.
@@ -60,10 +62,12 @@ pub fn run(args: Args) -> Result<()> {
         results.push(("native (cargo test --workspace)", t.elapsed(), native));
     }
 
+    let runner = tools.wasm_bindgen_test_runner.to_string_lossy().into_owned();
+    let in_chromium =
+        [("CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER", runner.as_str()), ("CHROMEDRIVER", "/usr/bin/chromedriver")];
     if want("wasm") {
         step("wasm tests in headless Chromium (WebGPU on): cargo test --target wasm32-unknown-unknown -p kernels-wasm -p web --features kernels-wasm/gpu");
         let t = Instant::now();
-        let runner = tools.wasm_bindgen_test_runner.to_string_lossy().into_owned();
         let wasm = cargo(
             &[
                 "test",
@@ -76,10 +80,7 @@ pub fn run(args: Args) -> Result<()> {
                 "--features",
                 "kernels-wasm/gpu",
             ],
-            &[
-                ("CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER", runner.as_str()),
-                ("CHROMEDRIVER", "/usr/bin/chromedriver"),
-            ],
+            &in_chromium,
         );
         results.push(("wasm (wasm-bindgen-test, Chromium)", t.elapsed(), wasm));
     }
@@ -162,6 +163,20 @@ pub fn run(args: Args) -> Result<()> {
         let t = Instant::now();
         let e2e = e2e(&tools);
         results.push(("end to end (node --test, playwright-core)", t.elapsed(), e2e));
+    }
+
+    if want("spliced-suite") {
+        const TEST: &str = "the_spliced_model_runs_the_suite";
+        step("the spliced model through all 49 suite kernels, natively (release) and in headless Chromium");
+        let t = Instant::now();
+        let native =
+            cargo(&["test", "--release", "-p", "kernels-wasm", "--lib", "--", "--ignored", TEST, "--nocapture"], &[]);
+        results.push(("spliced suite, native (release)", t.elapsed(), native));
+        let t = Instant::now();
+        let args =
+            ["test", "--target", "wasm32-unknown-unknown", "-p", "kernels-wasm", "--lib", "--", "--include-ignored"];
+        let wasm = cargo(&[&args[..], &[TEST]].concat(), &in_chromium);
+        results.push(("spliced suite, Chromium (wasm-bindgen-test)", t.elapsed(), wasm));
     }
 
     if want("fuzz") {
