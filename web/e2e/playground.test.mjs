@@ -631,6 +631,7 @@ test('qwenGPU tab: a kernel runs on the compiled layers in the page, state rows 
   await page.waitForSelector('[data-testid=qwengpu-tab]');
   // warp_scan has shuffles (two passes over the lanes) and divergence.
   await page.selectOption('[data-testid=qwengpu-kernel]', { label: 'warp_scan' });
+  await page.selectOption('[data-testid=qwengpu-design]', 'first');
   await page.click('[data-testid=qwengpu-layers-run]');
   await page.waitForFunction(
     () => /decoder layers|error|refused/.test(document.querySelector('[data-testid=qwengpu-layers-summary]').textContent),
@@ -669,11 +670,52 @@ test('qwenGPU tab: a kernel runs on the compiled layers in the page, state rows 
   await page.close();
 });
 
+test('qwenGPU tab: by default the kernel runs inside a language model, every token its argmax, the rows read back equal to the interpreter', async (t) => {
+  const page = await open(browser, '', '#qwengpu');
+  await page.waitForSelector('[data-testid=qwengpu-tab]');
+  // The second design is the default; warp_broadcast has a shuffle and a store.
+  assert.equal(await page.$eval('[data-testid=qwengpu-design]', (s) => s.value), 'second');
+  await page.selectOption('[data-testid=qwengpu-kernel]', { label: 'warp_broadcast' });
+  await page.click('[data-testid=qwengpu-spliced-run]');
+  await page.waitForFunction(
+    () => /decoder layers|error|refused|PTX/.test(document.querySelector('[data-testid=qwengpu-spliced-summary]').textContent),
+    null,
+    { timeout: 300_000 },
+  );
+  const summary = await page.textContent('[data-testid=qwengpu-spliced-summary]');
+  assert.match(summary, /[0-9]+ decoder layers: [0-9]+ compiled \(/);
+  assert.match(summary, /vocabulary [0-9]+ text \+ [0-9]+ machine tokens/);
+  assert.match(summary, /outputs equal the plain Rust version; after every step the rows read back equal the interpreter's machine/);
+  const speed = await page.textContent('[data-testid=qwengpu-spliced-speed]');
+  assert.match(speed, /[0-9]+ ms, [0-9.]+ steps\/s, [0-9]+ tokens\/s/);
+  t.diagnostic(`warp_broadcast inside the spliced model in the page: ${speed}`);
+  const rate = await chart(page, 'qwengpu-speed-chart');
+  assert.deepEqual(rate.groups, ['warp_broadcast']);
+  assert.equal(rate.bars.length, 1);
+  assert.match(await page.textContent('[data-testid=qwengpu-spliced-step]'), /step 0: warp 0 ran block 0 with lanes ■■■■/);
+  assert.match(await page.textContent('[data-testid=qwengpu-spliced-tokens]'), /^record: warp 0, block 0, lanes ■■■■/);
+  const steps = Number((await page.textContent('[data-testid=qwengpu-spliced] [data-testid=step-position]')).split('/')[1]);
+  assert.ok(steps > 2, `${steps} steps`);
+  let vals = 0;
+  for (let i = 0; i < steps; i++) {
+    if (i > 0) await page.click('[data-testid=qwengpu-spliced] [data-testid=step-next]');
+    assert.equal((await page.$$('[data-testid=qwengpu-spliced-lane]')).length, 4);
+    assert.equal((await page.$$('[data-testid=qwengpu-spliced-registers] .differs')).length, 0);
+    vals += (await page.$$eval('[data-testid=qwengpu-spliced-tokens] li', (l) => l.filter((e) => e.textContent.startsWith('VAL ')).length));
+    assert.match(await page.textContent('[data-testid=qwengpu-spliced-memory]'), /All 126 words equal the interpreter's/);
+  }
+  assert.ok(vals > 0, 'the model chose VAL tokens');
+  await page.screenshot({ path: `${SHOTS}/qwengpu-spliced.png`, fullPage: true });
+  page.assertNoErrors();
+  await page.close();
+});
+
 test('qwenGPU tab: the compiled layers run on WebGPU too, bit-exact with the interpreter', async (t) => {
   const page = await open(browser, '', '#qwengpu');
   await page.waitForSelector('[data-testid=qwengpu-tab]');
-  await page.waitForSelector('[data-testid=qwengpu-layers] [data-testid=gpu-status][data-state=ready]', { timeout: 60_000 });
   await page.selectOption('[data-testid=qwengpu-kernel]', { label: 'vadd' });
+  await page.selectOption('[data-testid=qwengpu-design]', 'first');
+  await page.waitForSelector('[data-testid=qwengpu-layers] [data-testid=gpu-status][data-state=ready]', { timeout: 60_000 });
   await page.selectOption('[data-testid=qwengpu-layers-backend]', 'webgpu');
   await page.click('[data-testid=qwengpu-layers-run]');
   await page.waitForFunction(
@@ -763,7 +805,7 @@ test('Without WebGPU the tabs say so and benchmark on wasm only', async () => {
     page.assertNoErrors();
     await page.close();
     // The qwenGPU tab offers WebGPU only where there is an adapter.
-    const q = await open(plain, '', '#qwengpu');
+    const q = await open(plain, '', '#qwengpu?design=first');
     await q.waitForSelector('[data-testid=qwengpu-layers] [data-testid=gpu-status][data-state=unavailable]', { timeout: 30_000 });
     assert.equal(await q.$eval('[data-testid=qwengpu-layers-backend] option[value=webgpu]', (o) => o.disabled), true);
     q.assertNoErrors();

@@ -10,6 +10,7 @@ pub mod link;
 pub mod plot;
 pub mod qwengpu;
 pub mod qwengpu_chat;
+pub mod qwengpu_spliced;
 pub mod steps;
 pub mod timeline;
 pub mod token;

@@ -7,3 +7,4 @@ pub mod esp32;
 pub mod qwengpu;
 pub mod qwengpu_chat;
 pub mod qwengpu_layers;
+pub mod qwengpu_spliced;

@@ -3,11 +3,14 @@
 //! which lanes ran, the warp's registers and SIMT stack, and global memory. All in this page.
 
 use crate::bridge::Bridge;
+use crate::components::BarChart;
 use crate::components::{Heatmap, StepControls};
 use crate::link::PageLink;
+use crate::logic::plot::Rates;
 use crate::logic::qwengpu::{listing, stack_lines, step_line, trace, Trace};
 use crate::tabs::qwengpu_chat::ChatPanel;
-use crate::tabs::qwengpu_layers::LayersPanel;
+use crate::tabs::qwengpu_layers::{self, LayersPanel};
+use crate::tabs::qwengpu_spliced::{self, SplicedPanel};
 use kernels_wasm::protocol::{Reply, Request, ServerMessage};
 use kernels_wasm::qwengpu::suite::kernels;
 use leptos::prelude::*;
@@ -115,6 +118,26 @@ pub fn QwenGpuTab() -> impl IntoView {
             })
             .collect_view()
     };
+    // Which compiled machine the panel below runs: the second design (inside a language model,
+    // the default) or the first; every timed run of this visit goes in one chart.
+    let second = RwSignal::new(link.choice(
+        "design",
+        |d| ["first", "second"].iter().position(|&n| n == d).map(|i| i == 1),
+        true,
+        "second",
+    ));
+    let rates = RwSignal::new(Rates::default());
+    let series: Vec<String> =
+        [qwengpu_spliced::SERIES].into_iter().chain(qwengpu_layers::SERIES).map(String::from).collect();
+    let chart = {
+        let series = series.clone();
+        Signal::derive(move || rates.with(|r| r.groups(&series)))
+    };
+    let pick_design = move |ev| {
+        let s = event_target_value(&ev) != "first";
+        second.set(s);
+        link.set("design", if s { "second" } else { "first" });
+    };
     let stack =
         move || snapshot().map(|s| stack_lines(&s.stack).into_iter().map(|l| view! { <li>{l}</li> }).collect_view());
 
@@ -196,7 +219,20 @@ pub fn QwenGpuTab() -> impl IntoView {
                 </div>
                 <Heatmap rows=9 cols=14 values=memory label="global memory: 126 words" width=420 />
             </div>
-            <LayersPanel suite=suite chosen=chosen ptx=ptx />
+            <label>
+                "compiled machine "
+                <select data-testid="qwengpu-design" on:change=pick_design>
+                    <option value="second" selected=move || second.get()>"second design: inside a language model, one token per step"</option>
+                    <option value="first" selected=move || !second.get()>"first design: 117 layers, a token per lane-instruction (wasm or WebGPU)"</option>
+                </select>
+            </label>
+            <Show when=move || second.get() fallback=move || view! { <LayersPanel suite=suite chosen=chosen ptx=ptx rates=rates /> }>
+                <SplicedPanel suite=suite chosen=chosen ptx=ptx rates=rates />
+            </Show>
+            <Show when=move || rates.with(|r| !r.0.is_empty())>
+                <BarChart title="machine steps per second per kernel (timed runs of this visit)"
+                    unit="steps/s" series=series.clone() groups=chart testid="qwengpu-speed-chart" />
+            </Show>
             <ChatPanel kernel=Signal::derive(move || suite.with_value(|s| s[chosen.get()].name)) />
         </section>
     }

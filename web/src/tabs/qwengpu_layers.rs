@@ -4,7 +4,7 @@
 //! state rows beside the interpreter's (cells changed by the step and any difference marked),
 //! the step's EXEC tokens, and the ROM rows decoded.
 
-use crate::components::{BarChart, StepControls};
+use crate::components::StepControls;
 use crate::gpu::{GpuLine, GpuStatus, PageGpu};
 use crate::logic::plot::Rates;
 use crate::logic::qwengpu::{layers_run, stack_lines, step_line, LayersRun};
@@ -16,6 +16,9 @@ use kernels_wasm::qwengpu::suite::SuiteKernel;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use leptos::web_sys::window;
+
+/// The chart's series of this panel: its timed runs on wasm and on WebGPU.
+pub const SERIES: [&str; 2] = ["first design (wasm)", "first design (WebGPU)"];
 
 /// The timed WebGPU run's tokens per submission (the GPU makes each next input record).
 const TOKENS_PER_SUBMIT: u32 = 256;
@@ -84,6 +87,7 @@ pub fn LayersPanel(
     suite: StoredValue<Vec<SuiteKernel>>,
     chosen: RwSignal<usize>,
     ptx: RwSignal<String>,
+    rates: RwSignal<Rates>,
 ) -> impl IntoView {
     let runner = StoredValue::new_local(None::<Runner>);
     let gpu_exec = StoredValue::new_local(None::<Box<dyn Executor>>);
@@ -101,9 +105,6 @@ pub fn LayersPanel(
         run.set(None);
     });
     let busy = RwSignal::new(false);
-    // Every timed run of this visit, for the chart: kernel, backend, steps/s.
-    let rates = RwSignal::new(Rates::default());
-    let chart = Signal::derive(move || rates.with(|r| r.groups(&["wasm".to_string(), "WebGPU".to_string()])));
     let start = move |_| {
         if busy.get_untracked() {
             return;
@@ -135,7 +136,7 @@ pub fn LayersPanel(
                     });
                     position.set(0);
                     if let Ok(lr) = &result {
-                        let on = if on == Backend::WebGpu { "WebGPU" } else { "wasm" };
+                        let on = if on == Backend::WebGpu { SERIES[1] } else { SERIES[0] };
                         rates.update(|r| r.record(k.name, on, lr.per_s(lr.report.steps)));
                     }
                     run.set(Some(result));
@@ -294,7 +295,7 @@ pub fn LayersPanel(
 
     view! {
         <div class="demo" data-testid="qwengpu-layers">
-            <h3>"Compiled layers"</h3>
+            <h3>"Compiled layers (the first design)"</h3>
             <p>
                 "The same machine as Qwen3.5 decoder layers with computed weights: Gated DeltaNet heads whose state rows hold the "
                 "ROM, the register file (4 copies, one per read port), global and shared memory, and SwiGLU MLPs of AND units for "
@@ -321,10 +322,6 @@ pub fn LayersPanel(
             <button data-testid="qwengpu-layers-run" on:click=start prop:disabled=move || busy.get()>"run on the compiled layers"</button>
             <p data-testid="qwengpu-layers-summary">{summary}</p>
             <p data-testid="qwengpu-layers-speed">{speed}</p>
-            <Show when=move || rates.with(|r| !r.0.is_empty())>
-                <BarChart title="machine steps per second per kernel (timed runs of this visit, without the check)"
-                    unit="steps/s" series=vec!["wasm".into(), "WebGPU".into()] groups=chart testid="qwengpu-speed-chart" />
-            </Show>
             <StepControls len=len position=position />
             <p data-testid="qwengpu-layers-step">{step_text}</p>
             <table class="outputs" data-testid="qwengpu-layers-registers">

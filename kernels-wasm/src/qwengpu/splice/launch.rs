@@ -51,13 +51,15 @@ pub struct Launched {
 
 /// One token a launch fed the model: `chosen` where the model's argmax picked it (a record or a
 /// VAL token), else the host's (the prompt); `steps` begun (the prompt's are 0) and `tokens`
-/// fed so far, this one included.
+/// fed so far, this one included; `ends_step` where it is its step's last token (after it the
+/// state rows hold everything the step wrote).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fed {
     pub token: Token,
     pub chosen: bool,
     pub steps: u64,
     pub tokens: u64,
+    pub ends_step: bool,
 }
 
 /// Runs `program` with `memory` and `launch` on `spec` (`MachineSpec::second()`, the machine the
@@ -67,11 +69,25 @@ pub struct Fed {
 pub fn launch(
     runner: &mut Runner,
     splice: &Splice,
-    (spec, program): (MachineSpec, &Program),
+    machine: (MachineSpec, &Program),
     memory: &[u32],
     launch: &Launch,
     max_steps: u64,
     mut fed: impl FnMut(Fed) -> ControlFlow<()>,
+) -> Result<Launched, LaunchError> {
+    launch_observed(runner, splice, machine, memory, launch, max_steps, |f, _| fed(f))
+}
+
+/// [`launch`], with `fed` shown the runner after each token (to read its state rows: the tab's
+/// step view).
+pub fn launch_observed(
+    runner: &mut Runner,
+    splice: &Splice,
+    (spec, program): (MachineSpec, &Program),
+    memory: &[u32],
+    launch: &Launch,
+    max_steps: u64,
+    mut fed: impl FnMut(Fed, &Runner) -> ControlFlow<()>,
 ) -> Result<Launched, LaunchError> {
     let mut m = Machine::new(spec, program.clone(), memory, launch.clone())?;
     let rf = &splice.registers;
@@ -82,7 +98,8 @@ pub fn launch(
         logits = runner.forward_last(&chunk.iter().map(|&t| splice.token_id(t)).collect::<Vec<_>>())?;
         let mut flow = ControlFlow::Continue(());
         for (i, &t) in chunk.iter().enumerate() {
-            flow = fed(Fed { token: t, chosen: false, steps: 0, tokens: (c * CHUNK + i) as u64 + 1 });
+            let tokens = (c * CHUNK + i) as u64 + 1;
+            flow = fed(Fed { token: t, chosen: false, steps: 0, tokens, ends_step: false }, runner);
         }
         if flow.is_break() {
             return Err(LaunchError::Stopped { steps: 0 });
@@ -121,13 +138,17 @@ pub fn launch(
         logits = runner.forward(splice.token_id(record))?;
         out.tokens += 1;
         out.chosen += 1;
-        let mut flow =
-            fed(Fed { token: record, chosen: true, steps: m.steps + u64::from(next.is_some()), tokens: out.tokens });
-        let Some(_) = next else { break };
+        let record_fed = |ends_step, steps| Fed { token: record, chosen: true, steps, tokens: out.tokens, ends_step };
+        let Some(_) = next else {
+            // The launch is over: a stop asked at its end record changes nothing.
+            let _ = fed(record_fed(false, m.steps), runner);
+            break;
+        };
         let (step, stored) = m.step_stored()?.ok_or(MachineError::StepLimit(m.steps))?;
         last = step;
         let live_out = sent[step.block];
         let want = RegisterFile::step_tokens(&step, live_out, &m.warps[step.warp].regs, &stored);
+        let mut flow = fed(record_fed(want.len() == 1, m.steps), runner);
         // A lane's slots: two per live-out register, then three per store (index, low, high).
         let regs = 2 * live_out.count_ones() as usize;
         let spaces = store_slots(&program.blocks[step.block]);
@@ -142,7 +163,9 @@ pub fn launch(
             logits = runner.forward(splice.token_id(Token::Val(v)))?;
             out.chosen += 1;
             out.tokens += 1;
-            flow = fed(Fed { token: Token::Val(v), chosen: true, steps: m.steps, tokens: out.tokens });
+            let ends_step = i + 1 == want.len();
+            flow =
+                fed(Fed { token: Token::Val(v), chosen: true, steps: m.steps, tokens: out.tokens, ends_step }, runner);
             // The model's store tokens write the host's copy of global memory.
             let slot = (i - 1) % per_lane;
             if slot >= regs {

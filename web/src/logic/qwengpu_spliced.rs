@@ -1,0 +1,208 @@
+//! The qwenGPU tab's second design: a suite kernel launched inside the second machine spliced
+//! into a language model, in this page (`splice::launch`). The host feeds the prompt; the
+//! model's own argmax picks every record and VAL token after it, each checked against the
+//! interpreter. After each step's last token the panel reads the machine back out of the model's
+//! DeltaNet rows (registers, every lane's PC, global memory) and keeps it beside the interpreter's.
+//!
+//! The language model here is the tiny random llama the tests splice (`splice::TINY_TEXT`, hidden
+//! 576 like SmolLM2-135M, so the compiled layers are the same): the page holds no downloaded
+//! weights. The conversation panel runs the spliced SmolLM2 through the bridge.
+
+use super::qwengpu::{lanes, MAX_STEPS};
+use kernels_wasm::protocol::qwengpu::RegisterRow;
+use kernels_wasm::qwen3::model::{FloatModel, Model};
+use kernels_wasm::qwengpu::interp::StepRecord;
+use kernels_wasm::qwengpu::isa::MachineSpec;
+use kernels_wasm::qwengpu::machine_tokens::Token;
+use kernels_wasm::qwengpu::register_file::sent;
+use kernels_wasm::qwengpu::splice::launch::{launch_observed, Launched};
+use kernels_wasm::qwengpu::splice::{Runner, Sizes, Splice, TINY_TEXT};
+use kernels_wasm::qwengpu::suite::SuiteKernel;
+use std::ops::ControlFlow;
+
+/// The tiny llama's weights (any seed: the machine's tokens do not depend on them).
+const SEED: u64 = 3;
+
+/// The spliced model, built once per page: the text model's weights and the splice live as long
+/// as the page, so runners borrow them for `'static`.
+pub struct SplicedModel {
+    pub model: &'static FloatModel,
+    pub splice: &'static Splice,
+}
+
+impl SplicedModel {
+    pub fn build() -> Result<SplicedModel, String> {
+        let model: &'static FloatModel = Box::leak(Box::new(Model::random_float(TINY_TEXT, SEED)));
+        let splice = Splice::new(TINY_TEXT).map_err(|e| format!("building the splice: {e}"))?;
+        Ok(SplicedModel { model, splice: Box::leak(Box::new(splice)) })
+    }
+
+    pub fn runner(&self) -> Result<Runner<'static>, String> {
+        Runner::spliced(TINY_TEXT, self.model, self.splice).map_err(|e| e.to_string())
+    }
+}
+
+/// One machine step as the model generated it, and the machine read back after it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SplicedStep {
+    pub record: StepRecord,
+    /// The tokens the model chose for it: its record, then its VAL tokens.
+    pub tokens: Vec<Token>,
+    /// The rows of the warp that ran, lane by lane (registers and PC, decoded).
+    pub rows: Vec<RegisterRow>,
+    /// The same lanes' registers as the steps so far sent them (a step sends the registers a
+    /// later step reads), the interpreter's own registers, and each lane's PC (64: exited).
+    pub sent: Vec<Vec<u32>>,
+    pub interpreter: Vec<Vec<u32>>,
+    pub pcs: Vec<u32>,
+    /// Global memory read back from a load mixer's rows, and the interpreter's.
+    pub memory: Vec<Option<u32>>,
+    pub global: Vec<u32>,
+}
+
+impl SplicedStep {
+    /// Whether every decoded value is the one the steps sent and the interpreter holds.
+    pub fn agrees(&self) -> bool {
+        let sent = self.sent.iter().map(|r| r.iter().map(|&v| Some(v)).collect::<Vec<_>>());
+        self.rows.iter().zip(sent).all(|(row, s)| row.values == s)
+            && self.rows.iter().zip(&self.pcs).all(|(row, &pc)| row.pc == Some(pc))
+            && self.memory.iter().zip(&self.global).all(|(m, &g)| *m == Some(g))
+    }
+}
+
+/// A launch in the spliced model: its counts, every step, and its time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SplicedRun {
+    pub sizes: Sizes,
+    pub launched: Launched,
+    pub steps: Vec<SplicedStep>,
+    pub arrays_equal: bool,
+    /// The launch's milliseconds, the reading back of rows between steps left out.
+    pub ms: f64,
+}
+
+impl SplicedRun {
+    pub fn per_s(&self, count: u64) -> f64 {
+        count as f64 / (self.ms / 1e3).max(1e-9)
+    }
+}
+
+/// Launches `ptx` with `k`'s launch and inputs inside `runner` (spliced with `model`'s splice);
+/// `now` is a millisecond clock.
+pub fn spliced_run(
+    model: &SplicedModel,
+    runner: &mut Runner,
+    k: &SuiteKernel,
+    ptx: &str,
+    mut now: impl FnMut() -> f64,
+) -> Result<SplicedRun, String> {
+    let spec = MachineSpec::second();
+    let (kernel, p, mut m) = k.machine(ptx, &spec)?;
+    let program = &kernel.program;
+    let live_out = sent(program);
+    let per_cta = p.launch.block.div_ceil(spec.lanes);
+    let warps = (p.launch.grid * per_cta, per_cta);
+    let splice = model.splice;
+    // The register file as the steps sent it, from the launch's values on.
+    let mut file: Vec<Vec<Vec<u32>>> = m.warps.iter().map(|w| w.regs.clone()).collect();
+    let (mut steps, mut tokens, mut reading, mut error) = (Vec::new(), Vec::new(), 0.0, None);
+    let start = now();
+    let launched = launch_observed(runner, splice, (spec, program), &p.memory, &p.launch, MAX_STEPS as u64, |f, r| {
+        if f.chosen {
+            tokens.push(f.token);
+        }
+        if !f.ends_step {
+            return ControlFlow::Continue(());
+        }
+        let t = now();
+        // The launch checks every token against its own interpreter; this one gives the view.
+        let record = match m.step() {
+            Ok(Some(record)) => record,
+            other => {
+                error = Some(format!("the view's interpreter at step {}: {other:?}", f.steps));
+                return ControlFlow::Break(());
+            }
+        };
+        let (w, lanes) = (record.warp, 0..spec.lanes);
+        for lane in lanes.clone().filter(|l| record.mask >> l & 1 == 1) {
+            for reg in (0..spec.regs).filter(|r| live_out[record.block] >> r & 1 == 1) {
+                file[w][lane][reg] = m.warps[w].regs[lane][reg];
+            }
+        }
+        let Some(rows) = splice.machine_rows(r, warps, spec.regs, m.global.len()) else {
+            error = Some("the runner is not spliced".into());
+            return ControlFlow::Break(());
+        };
+        steps.push(SplicedStep {
+            record,
+            tokens: std::mem::take(&mut tokens),
+            rows: rows.registers.into_iter().filter(|row| row.warp as usize == w).collect(),
+            sent: file[w].clone(),
+            interpreter: m.warps[w].regs.clone(),
+            pcs: lanes.map(|l| m.warps[w].pcs[l].map_or(64, |pc| pc as u32)).collect(),
+            memory: rows.memory,
+            global: m.global.clone(),
+        });
+        reading += now() - t;
+        ControlFlow::Continue(())
+    });
+    let ms = now() - start - reading;
+    let launched = match (launched, error) {
+        (_, Some(e)) => return Err(e),
+        (l, None) => l.map_err(|e| format!("{}: {e}", k.name))?,
+    };
+    Ok(SplicedRun {
+        sizes: splice.sizes(),
+        arrays_equal: p.read_arrays(&launched.global) == k.expected(&p),
+        launched,
+        steps,
+        ms,
+    })
+}
+
+/// A token as the panel writes it.
+pub fn token_text(t: &Token) -> String {
+    match *t {
+        Token::Val(v) => format!("VAL {v}"),
+        Token::Record { warp, block, mask } => format!("record: warp {warp}, block {block}, lanes {}", lanes(mask, 4)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kernels_wasm::qwengpu::suite::kernels;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    /// A kernel with shuffles and divergence, launched in the spliced model: its arrays are the
+    /// plain Rust version's, and after every step the rows read back are the machine the
+    /// interpreter has (a register the step sent, every PC, memory).
+    #[test]
+    fn every_step_reads_back_the_interpreters_machine() {
+        let model = SplicedModel::build().unwrap();
+        let mut runner = model.runner().unwrap();
+        let k = kernels().into_iter().find(|k| k.name == "warp_broadcast").unwrap();
+        let mut clock = 0.0;
+        let r = spliced_run(&model, &mut runner, &k, k.ptx, || {
+            clock += 1.0;
+            clock
+        })
+        .unwrap();
+        assert!(r.arrays_equal);
+        assert_eq!(r.steps.len() as u64, r.launched.steps);
+        assert!(r.steps.iter().all(SplicedStep::agrees));
+        // The model chose every token after the prompt: each step's record and VAL tokens, and
+        // the end record (the one token no step holds).
+        let chosen: usize = r.steps.iter().map(|s| s.tokens.len()).sum();
+        assert_eq!(chosen as u64 + 1, r.launched.chosen);
+        assert!(r.steps.iter().all(|s| s.tokens[0]
+            == Token::Record { warp: s.record.warp as u32, block: s.record.block as u32, mask: s.record.mask }));
+        // A step where a register differs from the interpreter's but was never sent: the view
+        // tells them apart (the sent copy is what the rows must hold).
+        assert!(r.steps.iter().any(|s| s.sent != s.interpreter));
+        // Edited PTX the machine cannot run is refused, naming the line.
+        let err = spliced_run(&model, &mut runner, &k, &k.ptx.replacen("add.s32", "add.f32", 1), || 0.0).unwrap_err();
+        assert!(err.contains("PTX line"), "{err}");
+    }
+}
