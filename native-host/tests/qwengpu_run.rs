@@ -4,24 +4,56 @@
 //! integer intrinsics), each array checked against
 //! plain Rust written here from the CUDA source; and its refusals of bad launches and of what the
 //! machine cannot run.
+//!
+//! Every kernel runs twice: on the first design's compiled layers (`run`'s default) and inside
+//! the second machine spliced into SmolLM2 (`--spliced`, where `cargo xtask test` has fetched
+//! the model), where the model's argmax picks every record and VAL token; both must give the
+//! plain Rust arrays.
 
+use std::ffi::{OsStr, OsString};
 use std::process::{Command, Output};
 
 const KERNELS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kernels");
 
 fn run(file: &str, launch: &[&str], args: &[String]) -> Output {
+    run_in(None, file, launch, args)
+}
+
+/// `run`, inside the spliced text model `spliced` where given.
+fn run_in(spliced: Option<&OsStr>, file: &str, launch: &[&str], args: &[String]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_native-host"));
     cmd.args(["qwengpu", "run", &format!("{KERNELS}/{file}"), "--json"]).args(launch);
     for a in args {
         cmd.arg(format!("--arg={a}"));
     }
+    if let Some(m) = spliced {
+        cmd.arg("--spliced").arg("-m").arg(m);
+    }
     cmd.output().expect("run native-host")
 }
 
-/// The arrays, steps and tokens of a successful run.
+/// SmolLM2's GGUF, where `cargo xtask test` has fetched it.
+fn smollm2() -> Option<OsString> {
+    std::env::var_os("SUBSTRATES_SMOLLM2_GGUF").filter(|p| !p.is_empty())
+}
+
+/// The arrays of a successful run, on the first design and, with SmolLM2 at hand, inside the
+/// spliced model: the same arrays both times.
 fn arrays(file: &str, launch: &[&str], args: &[String]) -> Vec<Vec<u32>> {
-    let out = run(file, launch, args);
-    assert!(out.status.success(), "{file}: {}", String::from_utf8_lossy(&out.stderr));
+    let first = json_arrays(run(file, launch, args), file);
+    match smollm2() {
+        Some(m) => {
+            let second = json_arrays(run_in(Some(&m), file, launch, args), &format!("{file} inside SmolLM2"));
+            assert_eq!(second, first, "{file}: the second design's arrays against the first's");
+        }
+        None => eprintln!("{file}: not run inside SmolLM2 (SUBSTRATES_SMOLLM2_GGUF not set)"),
+    }
+    first
+}
+
+/// The arrays of a successful `--json` run, its steps and tokens checked.
+fn json_arrays(out: Output, what: &str) -> Vec<Vec<u32>> {
+    assert!(out.status.success(), "{what}: {}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json prints JSON");
     assert!(v["steps"].as_u64().unwrap() > 0 && v["tokens"].as_u64().unwrap() > v["steps"].as_u64().unwrap(), "{v}");
     serde_json::from_value(v["arrays"].clone()).expect("arrays of u32")
@@ -398,10 +430,13 @@ fn bad_launches_and_arguments_are_named() {
         ("rotate_hash.cu", vec!["--block", "64"], four("1"), "64 threads"),
         ("rotate_hash.cu", vec!["--grid", "0", "--block", "4"], four("1"), "launch of 0"),
     ];
+    let model = smollm2();
     for (file, launch, args, needle) in cases {
-        let out = run(file, &launch, &args);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success() && err.contains(needle), "{launch:?} {args:?}: {err}");
+        for spliced in [None, model.as_deref()] {
+            let out = run_in(spliced, file, &launch, &args);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success() && err.contains(needle), "{launch:?} {args:?} in {spliced:?}: {err}");
+        }
     }
 }
 
@@ -413,13 +448,19 @@ fn a_kernel_over_the_rom_is_refused_by_line() {
     let body = "#include \"qwengpu.h\"\n__global__ void big(unsigned *x)\n{\n#pragma unroll\n\
                 for (int k = 0; k < 40; k++)\n\tx[k] = (x[k] * (k + 3)) ^ (k * 7);\n}\n";
     std::fs::write(&big, body).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_native-host"))
-        .args(["qwengpu", "run"])
-        .arg(&big)
-        .args(["--block", "1", "--arg", "zeros:40"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("PTX line") && err.contains("ROM's 32 blocks"), "{err}");
+    let mut first = Command::new(env!("CARGO_BIN_EXE_native-host"));
+    first.args(["qwengpu", "run"]).arg(&big).args(["--block", "1", "--arg", "zeros:40"]);
+    let mut cases = vec![(first, "ROM's 32 blocks")];
+    // The second design's ROM holds 64 blocks: the same loop is past it at 40 iterations too.
+    if let Some(m) = smollm2() {
+        let mut second = Command::new(env!("CARGO_BIN_EXE_native-host"));
+        second.args(["qwengpu", "run"]).arg(&big).args(["--block", "1", "--arg", "zeros:40", "--spliced", "-m"]).arg(m);
+        cases.push((second, "ROM's 64 blocks"));
+    }
+    for (mut cmd, needle) in cases {
+        let out = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains("PTX line") && err.contains(needle), "{err}");
+    }
     let _ = std::fs::remove_dir_all(dir);
 }
