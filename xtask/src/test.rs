@@ -118,7 +118,7 @@ pub fn run(args: Args) -> Result<()> {
                 "--skip",
                 "qwengpu::splice::tests::a_launch_stops",
                 "--skip",
-                "qwengpu::splice::tests::the_state_rows",
+                "qwengpu::splice::tests_machine::",
                 "--skip",
                 "qwengpu::splice::chat::",
             ],

@@ -55,6 +55,9 @@ pub struct Scratch {
     /// The units evaluated, ascending, then those whose `silu(gate)` is not ±0, with it.
     units: Vec<u32>,
     passed: Vec<(u32, f32)>,
+    /// Once counting: the gates evaluated whose SiLU calls `exp` (neither ±0 nor |g| ≥ 104,
+    /// where `net::silu` is exact by its branches).
+    pub gates_outside: Option<u64>,
 }
 
 impl Schedule {
@@ -150,7 +153,11 @@ impl Layer {
         passed.resize(units.len(), (0, 0.0));
         let mut k = 0;
         for &u in units.iter() {
-            let g = silu(dot(schedule.part(u as usize, 0)));
+            let gate = dot(schedule.part(u as usize, 0));
+            if let Some(outside) = &mut scratch.gates_outside {
+                *outside += u64::from(gate != 0.0 && gate.abs() < 104.0);
+            }
+            let g = silu(gate);
             passed[k] = (u, g);
             k += usize::from(g != 0.0);
         }

@@ -16,6 +16,9 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
+mod regime;
+pub use regime::{Regime, Regimes};
+
 /// Qwen3.5's kernel size of the short causal convolution.
 pub const CONV: usize = 4;
 
@@ -326,6 +329,8 @@ pub struct DeltaNet {
     /// projection's first column's share from the last position.
     packed: [Csc; 5],
     first: FirstColumn,
+    /// Where the non-linear steps ran, once [`Self::watch`] asked.
+    pub regimes: Option<Regimes>,
 }
 
 impl DeltaNet {
@@ -334,7 +339,8 @@ impl DeltaNet {
         let identity = w.conv.chunks_exact(CONV).all(|t| t[..CONV - 1].iter().all(|&t| t == 0.0) && t[CONV - 1] == 1.0);
         let conv_history = if identity { Vec::new() } else { vec![vec![0.0; w.channels()]; CONV - 1] };
         let packed = w.matrices().map(|(_, m)| Csc::new(m));
-        DeltaNet { w, state, conv_history, spare: Vec::new(), identity, packed, first: FirstColumn::default() }
+        let first = FirstColumn::default();
+        DeltaNet { w, state, conv_history, spare: Vec::new(), identity, packed, first, regimes: None }
     }
 
     pub fn weights(&self) -> &DeltaNetWeights {
@@ -347,8 +353,15 @@ impl DeltaNet {
         &self.state[(h * dk + i) * dv..(h * dk + i + 1) * dv]
     }
 
+    /// Counts from now on where the non-linear steps' arguments lie ([`Regimes`]).
+    pub fn watch(&mut self) {
+        self.regimes.get_or_insert_with(Regimes::default);
+    }
+
     /// One token: updates the state and returns the layer's output.
     pub fn step(&mut self, x: &[f32]) -> Vec<f32> {
+        let watching = self.regimes.is_some();
+        let mut seen: Vec<(Regime, f32)> = Vec::new();
         let w = &self.w;
         let (h_n, dk, dv) = (w.heads, w.d_k, w.d_v);
         // Projections, then the causal depthwise convolution over the last CONV inputs + SiLU.
@@ -389,16 +402,33 @@ impl DeltaNet {
             // −0, so ±0 leaves it as it is. A skipped row of S += k ⊗ δ would add ±0, which can
             // change only the sign of a zero entry, and that sign reaches nothing (every read of
             // S is one of those sums).
-            let l2 = |v: &[f32], scale: f32| {
-                let hot: Vec<(usize, f32)> = hot(v, identity).map(|(i, x)| (i, act(x))).collect();
-                let n = rsqrt(hot.iter().fold(0.0, |acc, &(_, x)| acc + x * x) + 1e-6);
-                hot.into_iter().map(|(i, x)| (i, x * n * scale)).collect::<Vec<_>>()
+            let mut l2 = |v: &[f32], scale: f32| {
+                let entries: Vec<(usize, f32)> = hot(v, identity).map(|(i, x)| (i, act(x))).collect();
+                let ss = entries.iter().fold(0.0, |acc, &(_, x)| acc + x * x);
+                if watching {
+                    seen.extend(hot(v, identity).filter(|_| identity).map(|(_, x)| (Regime::SiluQkv, x)));
+                    seen.push((Regime::KeyNorm, ss));
+                }
+                let n = rsqrt(ss + 1e-6);
+                entries.into_iter().map(|(i, x)| (i, x * n * scale)).collect::<Vec<_>>()
             };
             let q = l2(&src[h * dk..(h + 1) * dk], 1.0 / (dk as f32).sqrt());
             let k = l2(&src[h_n * dk + h * dk..h_n * dk + (h + 1) * dk], 1.0);
-            let v: Vec<f32> = src[2 * h_n * dk + h * dv..2 * h_n * dk + (h + 1) * dv].iter().map(|&x| act(x)).collect();
+            let v_in = &src[2 * h_n * dk + h * dv..2 * h_n * dk + (h + 1) * dv];
+            let v: Vec<f32> = v_in.iter().map(|&x| act(x)).collect();
             let beta = sigmoid(b[h]);
-            let alpha = (-w.a_log[h].exp() * softplus(a[h] + w.dt_bias[h])).exp();
+            let softplus_at = a[h] + w.dt_bias[h];
+            let gate = -w.a_log[h].exp() * softplus(softplus_at);
+            let alpha = gate.exp();
+            if watching {
+                seen.extend(v_in.iter().filter(|_| identity).map(|&x| (Regime::SiluQkv, x)));
+                seen.extend(z[h * dv..(h + 1) * dv].iter().map(|&x| (Regime::SiluZ, x)));
+                // β reaches the state only through a key (with none, `S += k ⊗ δ` adds nothing).
+                seen.extend((!k.is_empty()).then_some((Regime::Beta, b[h])));
+                // softplus reaches α only through a nonzero `exp(a_log)`.
+                seen.extend((w.a_log[h] > -110.0).then_some((Regime::Softplus, softplus_at)));
+                seen.extend([(Regime::ALog, w.a_log[h]), (Regime::Gate, gate)]);
+            }
             let s = &mut self.state[h * dk * dv..(h + 1) * dk * dv];
             if alpha != 1.0 {
                 s.iter_mut().for_each(|x| *x *= alpha);
@@ -415,10 +445,18 @@ impl DeltaNet {
             }
             let o: Vec<f32> = (0..dv).map(|j| dot(s, &q, j)).collect();
             // RMSNormGated: o · rsqrt(mean(o²) + ε) · w · silu(z).
-            let n = rsqrt(o.iter().fold(0.0, |acc, x| acc + x * x) / dv as f32 + w.eps);
+            let mean = o.iter().fold(0.0, |acc, x| acc + x * x) / dv as f32 + w.eps;
+            if watching {
+                // With every o_j ±0 the output is ±0 whatever the root: not a step that rounds.
+                seen.extend(o.iter().any(|&o| o != 0.0).then_some((Regime::OutNorm, mean)));
+            }
+            let n = rsqrt(mean);
             out.extend((0..dv).map(|j| o[j] * n * w.norm[j] * silu(z[h * dv + j])));
         }
         let y = product(w_out, &out);
+        if let Some(r) = &mut self.regimes {
+            r.count(&seen);
+        }
         if identity {
             self.spare = qkv_in;
         } else {

@@ -536,3 +536,5 @@ impl Splice {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_machine;

@@ -152,6 +152,18 @@ impl<'a> Runner<'a> {
         self.states.get(i)?.as_ref().map(|(net, _)| net)
     }
 
+    /// Has every compiled DeltaNet count where its non-linear steps' arguments lie from now on
+    /// (`deltanet::Regimes`, read back through [`Self::deltanet`]).
+    pub fn watch_regimes(&mut self) {
+        self.states.iter_mut().flatten().for_each(|(net, _)| net.watch());
+        self.scratch.gates_outside.get_or_insert(0);
+    }
+
+    /// Since [`Self::watch_regimes`]: the SwiGLU gates evaluated whose SiLU needed `exp`.
+    pub fn swiglu_gates_outside(&self) -> Option<u64> {
+        self.scratch.gates_outside
+    }
+
     /// Forgets every position.
     pub fn reset(&mut self) {
         self.keys.iter_mut().chain(&mut self.values).for_each(Vec::clear);
