@@ -706,6 +706,18 @@ test('qwenGPU tab: by default the kernel runs inside a language model, every tok
   }
   assert.ok(vals > 0, 'the model chose VAL tokens');
   await page.screenshot({ path: `${SHOTS}/qwengpu-spliced.png`, fullPage: true });
+  // The tab left and opened again mounts a new panel; it reuses the page's model and runs again.
+  await page.click('button[data-tab=bitnet]');
+  await page.waitForSelector('main[data-panel=bitnet]');
+  await page.click('button[data-tab=qwengpu]');
+  await page.waitForSelector('[data-testid=qwengpu-spliced-run]');
+  await page.click('[data-testid=qwengpu-spliced-run]');
+  await page.waitForFunction(
+    () => /decoder layers|error|refused|PTX/.test(document.querySelector('[data-testid=qwengpu-spliced-summary]').textContent),
+    null,
+    { timeout: 300_000 },
+  );
+  assert.match(await page.textContent('[data-testid=qwengpu-spliced-summary]'), /after every step the rows read back equal the interpreter's machine/);
   page.assertNoErrors();
   await page.close();
 });

@@ -19,26 +19,38 @@ use kernels_wasm::qwengpu::splice::launch::{launch_observed, Launched};
 use kernels_wasm::qwengpu::splice::{Runner, Sizes, Splice, TINY_TEXT};
 use kernels_wasm::qwengpu::suite::SuiteKernel;
 use std::ops::ControlFlow;
+use std::sync::OnceLock;
 
 /// The tiny llama's weights (any seed: the machine's tokens do not depend on them).
 const SEED: u64 = 3;
 
-/// The spliced model, built once per page: the text model's weights and the splice live as long
-/// as the page, so runners borrow them for `'static`.
+/// The spliced model: the text model's weights and the splice.
 pub struct SplicedModel {
-    pub model: &'static FloatModel,
-    pub splice: &'static Splice,
+    pub model: FloatModel,
+    pub splice: Splice,
 }
+
+/// The page's one spliced model, built on first use: it lives as long as the page, so runners
+/// borrow it for `'static`, and a panel mounted again (the tab left and opened) reuses it.
+static PAGE_MODEL: OnceLock<SplicedModel> = OnceLock::new();
 
 impl SplicedModel {
     pub fn build() -> Result<SplicedModel, String> {
-        let model: &'static FloatModel = Box::leak(Box::new(Model::random_float(TINY_TEXT, SEED)));
         let splice = Splice::new(TINY_TEXT).map_err(|e| format!("building the splice: {e}"))?;
-        Ok(SplicedModel { model, splice: Box::leak(Box::new(splice)) })
+        Ok(SplicedModel { model: Model::random_float(TINY_TEXT, SEED), splice })
     }
 
-    pub fn runner(&self) -> Result<Runner<'static>, String> {
-        Runner::spliced(TINY_TEXT, self.model, self.splice).map_err(|e| e.to_string())
+    /// The page's model ([`PAGE_MODEL`]), built the first time.
+    pub fn page() -> Result<&'static SplicedModel, String> {
+        if let Some(m) = PAGE_MODEL.get() {
+            return Ok(m);
+        }
+        let built = Self::build()?;
+        Ok(PAGE_MODEL.get_or_init(|| built))
+    }
+
+    pub fn runner(&self) -> Result<Runner<'_>, String> {
+        Runner::spliced(TINY_TEXT, &self.model, &self.splice).map_err(|e| e.to_string())
     }
 }
 
@@ -102,7 +114,7 @@ pub fn spliced_run(
     let live_out = sent(program);
     let per_cta = p.launch.block.div_ceil(spec.lanes);
     let warps = (p.launch.grid * per_cta, per_cta);
-    let splice = model.splice;
+    let splice = &model.splice;
     // The register file as the steps sent it, from the launch's values on.
     let mut file: Vec<Vec<Vec<u32>>> = m.warps.iter().map(|w| w.regs.clone()).collect();
     let (mut steps, mut tokens, mut reading, mut error) = (Vec::new(), Vec::new(), 0.0, None);

@@ -23,8 +23,9 @@ pub fn SplicedPanel(
     ptx: RwSignal<String>,
     rates: RwSignal<Rates>,
 ) -> impl IntoView {
-    // Built on the first run and kept for the page (a runner is reset by each launch's prompt).
-    let model = StoredValue::new_local(None::<(SplicedModel, Runner<'static>)>);
+    // The page's model is built on the first run; the runner over it is kept while the panel
+    // is (each launch's prompt resets the machine in it).
+    let runner = StoredValue::new_local(None::<Runner<'static>>);
     let run = RwSignal::new(None::<Result<SplicedRun, String>>);
     let position = RwSignal::new(0usize);
     let busy = RwSignal::new(false);
@@ -44,15 +45,14 @@ pub fn SplicedPanel(
             move || {
                 let k = suite.with_value(|s| s[chosen.get_untracked()].clone());
                 let now = || window().and_then(|w| w.performance()).map(|p| p.now()).unwrap_or(0.0);
-                let taken = model.try_update_value(|m| m.take()).flatten();
-                let built = taken.map(Ok).unwrap_or_else(|| {
-                    let m = SplicedModel::build()?;
-                    let r = m.runner()?;
-                    Ok((m, r))
-                });
-                let result = built.and_then(|(m, mut r)| {
-                    let result = spliced_run(&m, &mut r, &k, &ptx.get_untracked(), now);
-                    model.set_value(Some((m, r)));
+                let taken = runner.try_update_value(|r| r.take()).flatten();
+                let result = SplicedModel::page().and_then(|m| {
+                    let mut r = match taken {
+                        Some(r) => r,
+                        None => m.runner()?,
+                    };
+                    let result = spliced_run(m, &mut r, &k, &ptx.get_untracked(), now);
+                    runner.set_value(Some(r));
                     result
                 });
                 if let Ok(r) = &result {
