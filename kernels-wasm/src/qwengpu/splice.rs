@@ -49,7 +49,7 @@ mod rows;
 mod runner;
 pub mod text;
 
-pub use rows::RowLayers;
+pub use rows::{RowLayers, SentRegisters};
 pub use runner::Runner;
 
 use super::deltanet::DeltaNetWeights;

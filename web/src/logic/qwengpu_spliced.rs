@@ -14,9 +14,9 @@ use kernels_wasm::qwen3::model::{FloatModel, Model};
 use kernels_wasm::qwengpu::interp::StepRecord;
 use kernels_wasm::qwengpu::isa::MachineSpec;
 use kernels_wasm::qwengpu::machine_tokens::Token;
-use kernels_wasm::qwengpu::register_file::sent;
+use kernels_wasm::qwengpu::sequencer::EXITED;
 use kernels_wasm::qwengpu::splice::launch::{launch_observed, Launched};
-use kernels_wasm::qwengpu::splice::{Runner, Sizes, Splice, TINY_TEXT};
+use kernels_wasm::qwengpu::splice::{Runner, SentRegisters, Sizes, Splice, TINY_TEXT};
 use kernels_wasm::qwengpu::suite::SuiteKernel;
 use std::ops::ControlFlow;
 use std::sync::OnceLock;
@@ -63,7 +63,8 @@ pub struct SplicedStep {
     /// The rows of the warp that ran, lane by lane (registers and PC, decoded).
     pub rows: Vec<RegisterRow>,
     /// The same lanes' registers as the steps so far sent them (a step sends the registers a
-    /// later step reads), the interpreter's own registers, and each lane's PC (64: exited).
+    /// later step reads), the interpreter's own registers, and each lane's PC (`EXITED` once it
+    /// has exited).
     pub sent: Vec<Vec<u32>>,
     pub interpreter: Vec<Vec<u32>>,
     pub pcs: Vec<u32>,
@@ -111,12 +112,10 @@ pub fn spliced_run(
     let spec = MachineSpec::second();
     let (kernel, p, mut m) = k.machine(ptx, &spec)?;
     let program = &kernel.program;
-    let live_out = sent(program);
     let per_cta = p.launch.block.div_ceil(spec.lanes);
     let warps = (p.launch.grid * per_cta, per_cta);
     let splice = &model.splice;
-    // The register file as the steps sent it, from the launch's values on.
-    let mut file: Vec<Vec<Vec<u32>>> = m.warps.iter().map(|w| w.regs.clone()).collect();
+    let mut file = SentRegisters::new(&m);
     let (mut steps, mut tokens, mut reading, mut error) = (Vec::new(), Vec::new(), 0.0, None);
     let start = now();
     let launched = launch_observed(runner, splice, (spec, program), &p.memory, &p.launch, MAX_STEPS as u64, |f, r| {
@@ -135,12 +134,8 @@ pub fn spliced_run(
                 return ControlFlow::Break(());
             }
         };
-        let (w, lanes) = (record.warp, 0..spec.lanes);
-        for lane in lanes.clone().filter(|l| record.mask >> l & 1 == 1) {
-            for reg in (0..spec.regs).filter(|r| live_out[record.block] >> r & 1 == 1) {
-                file[w][lane][reg] = m.warps[w].regs[lane][reg];
-            }
-        }
+        file.after(&record, &m);
+        let w = record.warp;
         let Some(rows) = splice.machine_rows(r, warps, spec.regs, m.global.len()) else {
             error = Some("the runner is not spliced".into());
             return ControlFlow::Break(());
@@ -149,9 +144,9 @@ pub fn spliced_run(
             record,
             tokens: std::mem::take(&mut tokens),
             rows: rows.registers.into_iter().filter(|row| row.warp as usize == w).collect(),
-            sent: file[w].clone(),
+            sent: file.regs[w].clone(),
             interpreter: m.warps[w].regs.clone(),
-            pcs: lanes.map(|l| m.warps[w].pcs[l].map_or(64, |pc| pc as u32)).collect(),
+            pcs: m.warps[w].pcs.iter().map(|pc| pc.map_or(u32::from(EXITED), |pc| pc as u32)).collect(),
             memory: rows.memory,
             global: m.global.clone(),
         });

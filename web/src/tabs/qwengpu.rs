@@ -3,8 +3,7 @@
 //! which lanes ran, the warp's registers and SIMT stack, and global memory. All in this page.
 
 use crate::bridge::Bridge;
-use crate::components::BarChart;
-use crate::components::{Heatmap, StepControls};
+use crate::components::{BarChart, Heatmap, StepControls};
 use crate::link::PageLink;
 use crate::logic::plot::Rates;
 use crate::logic::qwengpu::{listing, stack_lines, step_line, trace, Trace};

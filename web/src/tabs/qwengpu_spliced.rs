@@ -8,6 +8,7 @@ use crate::components::StepControls;
 use crate::logic::plot::Rates;
 use crate::logic::qwengpu::step_line;
 use crate::logic::qwengpu_spliced::{spliced_run, token_text, SplicedModel, SplicedRun, SplicedStep};
+use kernels_wasm::qwengpu::sequencer::EXITED;
 use kernels_wasm::qwengpu::splice::Runner;
 use kernels_wasm::qwengpu::suite::SuiteKernel;
 use leptos::prelude::*;
@@ -137,7 +138,7 @@ pub fn SplicedPanel(
                         })
                         .collect_view();
                     let pc = |p: Option<u32>| {
-                        p.map_or("?".into(), |p| if p == 64 { "exited".into() } else { p.to_string() })
+                        p.map_or("?".into(), |p| if p == u32::from(EXITED) { "exited".into() } else { p.to_string() })
                     };
                     let want = s.pcs.get(lane).copied();
                     view! {

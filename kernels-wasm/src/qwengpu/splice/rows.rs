@@ -4,10 +4,41 @@
 //! (every load mixer is written alike, at each store token). A row that is not an exact limb row reads `None`: the exactness
 //! argument says it cannot happen, so the tab shows it rather than hiding it.
 
-use super::{Compiled, Runner, Splice};
+use super::{Compiled, Runner, Splice, StreamNorms};
 use crate::protocol::qwengpu::{MachineRows, RegisterRow};
 use crate::qwengpu::exec::load::memory_word;
+use crate::qwengpu::interp::{Machine, StepRecord};
+use crate::qwengpu::limbs::rms_norm;
+use crate::qwengpu::register_file::sent;
+use alloc::vec;
 use alloc::vec::Vec;
+
+/// The register file as a launch's steps sent it, which is what the register rows must hold: the
+/// launch's values, then each step's live-out registers of the lanes that ran. A register no later
+/// step reads is never sent (§3), so there the interpreter's value may differ from the rows'.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentRegisters {
+    live_out: Vec<u32>,
+    /// `regs[warp][lane][r]`.
+    pub regs: Vec<Vec<Vec<u32>>>,
+}
+
+impl SentRegisters {
+    /// Before the first step of the launch `m` is about to run.
+    pub fn new(m: &Machine) -> SentRegisters {
+        SentRegisters { live_out: sent(&m.program), regs: m.warps.iter().map(|w| w.regs.clone()).collect() }
+    }
+
+    /// After `m` ran `step`.
+    pub fn after(&mut self, step: &StepRecord, m: &Machine) {
+        let (w, live_out) = (step.warp, self.live_out[step.block]);
+        for lane in (0..m.spec.lanes).filter(|l| step.mask >> l & 1 == 1) {
+            for reg in (0..m.spec.regs).filter(|r| live_out >> r & 1 == 1) {
+                self.regs[w][lane][reg] = m.warps[w].regs[lane][reg];
+            }
+        }
+    }
+}
 
 /// Which of the splice's compiled layers hold the rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,6 +53,17 @@ pub struct RowLayers {
 }
 
 impl Splice {
+    /// The bias channel normed at a machine position: a machine token's row (every machine
+    /// position's is the same, §2), normed by `norms`' machine weights.
+    pub fn machine_bias(&self, norms: &StreamNorms) -> f32 {
+        let mut x = vec![0.0f32; self.width];
+        for &(c, v) in self.embed.first().map_or(&[][..], |r| &r[..]) {
+            x[c] = v;
+        }
+        let order: Vec<usize> = (0..self.width).collect();
+        rms_norm(&x, &norms.machine, norms.eps, &order)[self.bias]
+    }
+
     pub fn row_layers(&self) -> RowLayers {
         let writes = |i: usize, channel: usize| matches!(&self.layers[i], Compiled::DeltaNet(w) if w.w_out.nonzero_rows().contains(&channel));
         let read = self.registers.read();

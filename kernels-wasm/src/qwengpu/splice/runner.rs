@@ -27,7 +27,7 @@ use super::{text, Compiled, Splice, SpliceError, StreamNorms};
 use crate::qwen3::model::{Config, FloatModel};
 use crate::qwengpu::awake::{Schedule, Scratch};
 use crate::qwengpu::deltanet::{DeltaNet, DeltaNetWeights};
-use crate::qwengpu::limbs::{rms_norm, rms_norm_into};
+use crate::qwengpu::limbs::rms_norm_into;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -114,17 +114,12 @@ impl<'a> Runner<'a> {
                 config.layers
             )));
         }
+        // The bias channel normed at a machine position, and at a text position (0).
+        let machine_bias = splice.machine_bias(&norms);
         let mut r = Runner::plain(config, model)?;
         (r.input_norms, r.post_norms, r.final_norm, r.machine_norm) =
             (norms.input, norms.post, norms.last, norms.machine);
         (r.order, r.eps, r.width, r.splice) = ((0..w).collect(), norms.eps, w, Some(splice));
-        // The bias channel normed at a machine position (a machine token's row; every machine
-        // position's is the same, §2) and at a text position (0).
-        let mut x = vec![0.0f32; w];
-        for &(c, v) in splice.embed.first().map_or(&[][..], |r| &r[..]) {
-            x[c] = v;
-        }
-        let machine_bias = rms_norm(&x, &r.machine_norm, r.eps, &r.order)[splice.bias];
         r.machine_head = Some(PackedHead::new(&splice.head));
         r.schedules = splice
             .layers

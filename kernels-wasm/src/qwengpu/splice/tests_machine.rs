@@ -4,7 +4,6 @@
 use super::tests::llama;
 use super::*;
 use crate::qwengpu::suite;
-use alloc::vec;
 use alloc::vec::Vec;
 use core::ops::ControlFlow;
 #[cfg(target_arch = "wasm32")]
@@ -18,7 +17,6 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 #[test]
 fn the_state_rows_follow_the_interpreter_step_by_step() {
     use super::launch::launch_observed;
-    use crate::qwengpu::register_file::sent;
     use crate::qwengpu::sequencer::EXITED;
     let (c, model) = llama();
     let splice = Splice::new(c).unwrap();
@@ -27,26 +25,19 @@ fn the_state_rows_follow_the_interpreter_step_by_step() {
     let name = if cfg!(target_arch = "wasm32") { "warp_broadcast" } else { "warp_scan" };
     let k = suite::kernels().into_iter().find(|k| k.name == name).unwrap();
     let (kernel, p, mut m) = k.machine(k.ptx, &spec).unwrap();
-    let live_out = sent(&kernel.program);
     let per_cta = p.launch.block.div_ceil(spec.lanes);
     let warps = (p.launch.grid * per_cta, per_cta);
-    // The register file as the steps sent it: the launch's values, then each step's live-out
-    // registers of the lanes that ran.
-    let mut file: Vec<Vec<Vec<u32>>> = m.warps.iter().map(|w| w.regs.clone()).collect();
+    let mut file = SentRegisters::new(&m);
     let (mut checked, mut wrong) = (0u64, Vec::new());
     launch_observed(&mut runner, &splice, (spec, &kernel.program), &p.memory, &p.launch, 10_000, |f, r| {
         if f.ends_step {
             let step = m.step().unwrap().unwrap();
             assert_eq!(m.steps, f.steps, "the launch's steps and the second interpreter's");
-            for lane in (0..spec.lanes).filter(|l| step.mask >> l & 1 == 1) {
-                for reg in (0..spec.regs).filter(|r| live_out[step.block] >> r & 1 == 1) {
-                    file[step.warp][lane][reg] = m.warps[step.warp].regs[lane][reg];
-                }
-            }
+            file.after(&step, &m);
             let rows = splice.machine_rows(r, warps, spec.regs, m.global.len()).unwrap();
             for row in &rows.registers {
                 let (w, l) = (row.warp as usize, row.lane as usize);
-                let regs = file[w][l].iter().map(|&v| Some(v)).collect::<Vec<_>>();
+                let regs = file.regs[w][l].iter().map(|&v| Some(v)).collect::<Vec<_>>();
                 let pc = m.warps[w].pcs[l].map_or(EXITED, |pc| pc as u8);
                 if row.values != regs || row.pc != Some(u32::from(pc)) {
                     wrong.push(alloc::format!("step {}: {row:?}, sent {regs:?}, pc {pc}", f.steps));
@@ -113,13 +104,7 @@ fn the_deltanets_nonlinear_steps_run_where_they_are_exact() {
     }
     assert_eq!(runner.swiglu_gates_outside(), Some(0), "SwiGLU gates whose SiLU needs exp");
     // A unit left out at a position has the gate of its bias terms alone (`awake`).
-    let norms = splice.norms(&model);
-    let mut x = vec![0.0f32; splice.width];
-    for &(ch, v) in &splice.embed[0] {
-        x[ch] = v;
-    }
-    let order: Vec<usize> = (0..splice.width).collect();
-    let bias = crate::qwengpu::limbs::rms_norm(&x, &norms.machine, norms.eps, &order)[splice.bias];
+    let bias = splice.machine_bias(&splice.norms(&model));
     let resting = splice.layers.iter().flat_map(|l| match l {
         Compiled::SwiGlu(l) => l
             .units
