@@ -106,7 +106,33 @@ pub async fn run(mut stream: TcpStream, peer: SocketAddr, config: Arc<Config>, s
     // Dropping the cancel senders stops every request still running for this connection.
     conn.running.clear();
     drop(conn);
-    let _ = writer.await;
+    if let Ok(sink) = writer.await {
+        if let Ok(mut ws) = source.reunite(sink) {
+            linger(ws.get_mut()).await;
+        }
+    }
+}
+
+/// How long a closing connection keeps reading what the client still sends.
+const LINGER: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A lingering close. When we close first (an oversized frame above all, whose payload we never
+/// read), the client may still be sending. Closing a TCP socket with unread bytes makes the kernel
+/// answer with a reset, which makes the client's send fail and throws away our error and close
+/// frames before it reads them. So: send FIN, then read and discard until the client's FIN, for at
+/// most [`LINGER`].
+async fn linger(stream: &mut TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = stream.shutdown().await;
+    let mut sink = [0u8; 16 * 1024];
+    let drain = async {
+        while let Ok(n) = stream.read(&mut sink).await {
+            if n == 0 {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(LINGER, drain).await;
 }
 
 /// Reads (without consuming) the request head: is it a websocket upgrade? Anything else, e.g. a
@@ -244,7 +270,8 @@ impl Conn {
     }
 }
 
-async fn write_loop<S>(mut sink: S, mut rx: mpsc::Receiver<Outbound>, mut urgent: mpsc::Receiver<(u16, String)>)
+/// Returns the sink so the connection can linger on the socket after the close.
+async fn write_loop<S>(mut sink: S, mut rx: mpsc::Receiver<Outbound>, mut urgent: mpsc::Receiver<(u16, String)>) -> S
 where
     S: futures_util::Sink<Message, Error = tungstenite::Error> + Unpin,
 {
@@ -275,6 +302,7 @@ where
         }
     }
     let _ = tokio::time::timeout(HANDSHAKE_TIMEOUT, sink.close()).await;
+    sink
 }
 
 async fn send_close<S>(sink: &mut S, code: u16, reason: &str)
