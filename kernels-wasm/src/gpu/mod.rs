@@ -5,6 +5,8 @@
 //! - [`Gpu`]: an adapter, its device and queue, and the compiled pipelines.
 //! - [`qwengpu`]: one token of the compiled qwenGPU layers per dispatch (exact f32 on any
 //!   adapter: `exact.wgsl` gives correctly rounded `sqrt` and `/`).
+//! - [`deltanet`]: a Gated DeltaNet layer of the second machine, one token per pass, with the
+//!   CPU's bits.
 //! - [`bitnet`]: I2_S, TL1 and TL2 GEMV/GEMM. The GPU computes the exact int32 accumulators;
 //!   the f32 epilogue stays on the CPU (`bitnet::dequantize`), because WGSL does not promise a
 //!   correctly rounded division and the results must equal the CPU's bit for bit.
@@ -13,6 +15,7 @@
 //! [`block_on`] drives it.
 
 pub mod bitnet;
+pub mod deltanet;
 pub mod qwengpu;
 
 use alloc::string::{String, ToString};
@@ -39,6 +42,14 @@ pub enum GpuError {
     Readback(String),
     #[error(transparent)]
     Bitnet(#[from] crate::bitnet::BitnetError),
+    #[error("{0} is not supported on the GPU")]
+    Unsupported(String),
+    /// A DeltaNet step whose argument lies where WGSL's `exp`, `ln`, `sqrt` or `/` could give
+    /// other bits than the CPU (`qwengpu::deltanet::Regime`): refused rather than approximated.
+    #[error(
+        "the DeltaNet's {step} at head {head} has the argument {arg}, where the GPU cannot promise the CPU's bits"
+    )]
+    NotExact { step: String, head: u32, arg: f32 },
 }
 
 /// What the adapter is, for the tab and the bench to say.
@@ -176,21 +187,21 @@ impl Gpu {
         workgroups: [u32; 3],
         out_bytes: u64,
     ) -> Result<Dispatched, GpuError> {
-        self.dispatch_steps(&[pipeline], bindings, workgroups, out_bytes).await
+        self.dispatch_steps(&[(pipeline, workgroups)], bindings, out_bytes).await
     }
 
-    /// [`Self::dispatch`] of several pipelines in turn, in one compute pass and one
-    /// submission (each sees the last one's writes); they share one bind group layout.
+    /// [`Self::dispatch`] of several pipelines in turn, each over its own workgroups, in one
+    /// compute pass and one submission (each sees the last one's writes); they share one bind
+    /// group layout.
     async fn dispatch_steps(
         &self,
-        steps: &[&wgpu::ComputePipeline],
+        steps: &[(&wgpu::ComputePipeline, [u32; 3])],
         bindings: &[&wgpu::Buffer],
-        workgroups: [u32; 3],
         out_bytes: u64,
     ) -> Result<Dispatched, GpuError> {
-        let pipeline = *steps.first().ok_or_else(|| GpuError::Gpu("a dispatch without a pipeline".into()))?;
+        let (pipeline, _) = *steps.first().ok_or_else(|| GpuError::Gpu("a dispatch without a pipeline".into()))?;
         let max = self.limits.max_compute_workgroups_per_dimension;
-        if let Some(&n) = workgroups.iter().find(|&&n| n > max) {
+        if let Some(&n) = steps.iter().flat_map(|(_, w)| w).find(|&&n| n > max) {
             let what = alloc::format!("a dispatch of {n} workgroups in one dimension");
             return Err(GpuError::TooLarge { what, need: n as u64, limit: max as u64 });
         }
@@ -230,9 +241,9 @@ impl Gpu {
                 }),
             });
             pass.set_bind_group(0, &group, &[]);
-            for step in steps {
+            for (step, [x, y, z]) in steps {
                 pass.set_pipeline(step);
-                pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
+                pass.dispatch_workgroups(*x, *y, *z);
             }
         }
         // The output, then the two timestamps, in one mappable buffer.
@@ -252,6 +263,17 @@ impl Gpu {
         if let Some(e) = errors.pop().await {
             return Err(GpuError::Gpu(e.to_string()));
         }
+        let data = self.map_read(&staging).await?;
+        let at = out_bytes.next_multiple_of(8) as usize;
+        let stamp = |i: usize| u64::from_le_bytes(data[at + 8 * i..at + 8 * i + 8].try_into().unwrap_or_default());
+        let gpu_ns = queries
+            .is_some()
+            .then(|| stamp(1).saturating_sub(stamp(0)) as f64 * self.queue.get_timestamp_period() as f64);
+        Ok(Dispatched { bytes: data[..out_bytes as usize].to_vec(), gpu_ns })
+    }
+
+    /// Maps a `MAP_READ` buffer (its commands submitted) and copies it out.
+    async fn map_read(&self, staging: &wgpu::Buffer) -> Result<Vec<u8>, GpuError> {
         let (tx, rx) = oneshot();
         staging.slice(..).map_async(wgpu::MapMode::Read, move |r| tx.send(r.map_err(|e| e.to_string())));
         // Natively nothing runs the callback but a poll; in the browser the event loop does.
@@ -260,12 +282,24 @@ impl Gpu {
         rx.await.map_err(GpuError::Readback)?;
         let data = staging.slice(..).get_mapped_range().map_err(|e| GpuError::Readback(e.to_string()))?.to_vec();
         staging.unmap();
-        let at = out_bytes.next_multiple_of(8) as usize;
-        let stamp = |i: usize| u64::from_le_bytes(data[at + 8 * i..at + 8 * i + 8].try_into().unwrap_or_default());
-        let gpu_ns = queries
-            .is_some()
-            .then(|| stamp(1).saturating_sub(stamp(0)) as f64 * self.queue.get_timestamp_period() as f64);
-        Ok(Dispatched { bytes: data[..out_bytes as usize].to_vec(), gpu_ns })
+        Ok(data)
+    }
+
+    /// The first `bytes` of a `COPY_SRC` buffer, after the work already submitted.
+    async fn read(&self, buffer: &wgpu::Buffer, bytes: u64) -> Result<Vec<u8>, GpuError> {
+        let size = bytes.next_multiple_of(4).max(4);
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("read-back"),
+            size,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = self.device.create_command_encoder(&Default::default());
+        encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, size);
+        self.queue.submit([encoder.finish()]);
+        let mut data = self.map_read(&staging).await?;
+        data.truncate(bytes as usize);
+        Ok(data)
     }
 
     /// An empty output buffer of `bytes`.
@@ -332,6 +366,8 @@ pub fn block_on<F: Future>(f: F) -> F::Output {
 
 #[cfg(test)]
 mod checks;
+#[cfg(test)]
+mod deltanet_checks;
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests;
 #[cfg(all(test, target_arch = "wasm32"))]

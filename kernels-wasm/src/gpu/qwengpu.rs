@@ -302,7 +302,8 @@ impl GpuLayers {
         words: usize,
     ) -> Result<Result<Vec<u32>, StreamError>, GpuError> {
         let bindings = [&self.prog, &self.state, &self.mach, &self.scratch, &self.io];
-        let done = gpu.dispatch_steps(steps, &bindings, [1, 1, 1], 4 * words as u64).await?;
+        let steps: Vec<_> = steps.iter().map(|&p| (p, [1, 1, 1])).collect();
+        let done = gpu.dispatch_steps(&steps, &bindings, 4 * words as u64).await?;
         if let Some(ns) = done.gpu_ns {
             self.gpu_seconds.set(Some(self.gpu_seconds.get().unwrap_or(0.0) + ns * 1e-9));
         }

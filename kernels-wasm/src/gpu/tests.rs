@@ -169,3 +169,21 @@ fn batches_of_tokens_on_the_gpu_equal_the_cpu() {
         block_on(checks::qwengpu_batches_equal_the_cpu(gpu, &["warp_scan", "collatz"], batch));
     }
 }
+
+/// Every DeltaNet layer of the second machine replays two launches' inputs on the GPU with the
+/// CPU's outputs and state (`deltanet_checks`): every position, shared memory written, then
+/// forgotten at the second launch.
+#[test]
+fn deltanet_layers_give_the_cpus_bits() {
+    let Some(gpu) = gpu() else { return };
+    let (layers, positions) =
+        block_on(super::deltanet_checks::deltanet_steps_are_the_cpus(gpu, &["reduce_shared", "warp_scan"], None));
+    std::eprintln!("{layers} DeltaNet layers, {positions} positions replayed");
+}
+
+#[test]
+fn deltanet_bad_input_is_named() {
+    if let Some(gpu) = gpu() {
+        block_on(super::deltanet_checks::deltanet_bad_input_is_named(gpu))
+    }
+}

@@ -62,3 +62,19 @@ async fn qwengpu_batches_equal_the_cpu() {
         assert!(checks::qwengpu_batches_equal_the_cpu(alloc::rc::Rc::new(g), &["vadd"], 64).await > 0);
     }
 }
+
+/// The second machine's DeltaNet layers on WebGPU with the CPU's bits, over a short launch
+/// (natively `tests` replays two longer ones).
+#[test]
+async fn deltanet_layers_give_the_cpus_bits() {
+    if let Some(g) = gpu().await {
+        super::deltanet_checks::deltanet_steps_are_the_cpus(&g, &["warp_broadcast"], None).await;
+    }
+}
+
+#[test]
+async fn deltanet_bad_input_is_named() {
+    if let Some(g) = gpu().await {
+        super::deltanet_checks::deltanet_bad_input_is_named(&g).await
+    }
+}

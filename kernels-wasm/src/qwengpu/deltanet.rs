@@ -331,6 +331,31 @@ pub struct DeltaNet {
     first: FirstColumn,
     /// Where the non-linear steps ran, once [`Self::watch`] asked.
     pub regimes: Option<Regimes>,
+    /// Every input since [`Self::record`] asked, as its nonzero channels (the GPU port's test
+    /// replays them).
+    pub tape: Option<Tape>,
+}
+
+/// The inputs a layer was given, each as its `(channel, value)` entries that are not +0.
+#[derive(Debug, Clone, Default)]
+pub struct Tape(pub Vec<Vec<(u32, f32)>>);
+
+/// A recording: layers in the same state are equal whatever they recorded.
+impl PartialEq for Tape {
+    fn eq(&self, _: &Tape) -> bool {
+        true
+    }
+}
+
+impl Tape {
+    /// Input `i` as the layer saw it, `d_model` channels.
+    pub fn input(&self, i: usize, d_model: usize) -> Vec<f32> {
+        let mut x = vec![0.0; d_model];
+        for &(c, v) in &self.0[i] {
+            x[c as usize] = v;
+        }
+        x
+    }
 }
 
 impl DeltaNet {
@@ -340,7 +365,7 @@ impl DeltaNet {
         let conv_history = if identity { Vec::new() } else { vec![vec![0.0; w.channels()]; CONV - 1] };
         let packed = w.matrices().map(|(_, m)| Csc::new(m));
         let first = FirstColumn::default();
-        DeltaNet { w, state, conv_history, spare: Vec::new(), identity, packed, first, regimes: None }
+        DeltaNet { w, state, conv_history, spare: Vec::new(), identity, packed, first, regimes: None, tape: None }
     }
 
     pub fn weights(&self) -> &DeltaNetWeights {
@@ -358,8 +383,17 @@ impl DeltaNet {
         self.regimes.get_or_insert_with(Regimes::default);
     }
 
+    /// Records every input from now on ([`Tape`]).
+    pub fn record(&mut self) {
+        self.tape.get_or_insert_with(Tape::default);
+    }
+
     /// One token: updates the state and returns the layer's output.
     pub fn step(&mut self, x: &[f32]) -> Vec<f32> {
+        if let Some(t) = &mut self.tape {
+            // −0 is kept: it is not +0's bits.
+            t.0.push(x.iter().enumerate().filter(|(_, v)| v.to_bits() != 0).map(|(c, &v)| (c as u32, v)).collect());
+        }
         let watching = self.regimes.is_some();
         let mut seen: Vec<(Regime, f32)> = Vec::new();
         let w = &self.w;

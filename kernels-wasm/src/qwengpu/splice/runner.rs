@@ -154,6 +154,12 @@ impl<'a> Runner<'a> {
         self.scratch.gates_outside.get_or_insert(0);
     }
 
+    /// Has every compiled DeltaNet record its inputs from now on (`deltanet::Tape`, read back
+    /// through [`Self::deltanet`]).
+    pub fn record_deltanets(&mut self) {
+        self.states.iter_mut().flatten().for_each(|(net, _)| net.record());
+    }
+
     /// Since [`Self::watch_regimes`]: the SwiGLU gates evaluated whose SiLU needed `exp`.
     pub fn swiglu_gates_outside(&self) -> Option<u64> {
         self.scratch.gates_outside
