@@ -108,38 +108,7 @@ impl GpuDeltaNet {
             rows + 1
         );
         let source: String = [header.as_str(), include_str!("exact.wgsl"), include_str!("deltanet.wgsl")].concat();
-        let desc =
-            wgpu::ShaderModuleDescriptor { label: Some("deltanet"), source: wgpu::ShaderSource::Wgsl(source.into()) };
-        let module = gpu.device.create_shader_module(desc);
-        let storage = |binding: u32, read_only: bool| wgpu::BindGroupLayoutEntry {
-            binding,
-            visibility: wgpu::ShaderStages::COMPUTE,
-            ty: wgpu::BindingType::Buffer {
-                ty: wgpu::BufferBindingType::Storage { read_only },
-                has_dynamic_offset: false,
-                min_binding_size: None,
-            },
-            count: None,
-        };
-        let entries: Vec<_> = (0..4).map(|b| storage(b, b == 0)).collect();
-        let group = gpu
-            .device
-            .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some("deltanet"), entries: &entries });
-        let layout = gpu.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some("deltanet"),
-            bind_group_layouts: &[Some(&group)],
-            immediate_size: 0,
-        });
-        let pipeline = |entry: &str| {
-            gpu.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some("deltanet"),
-                layout: Some(&layout),
-                module: &module,
-                entry_point: Some(entry),
-                compilation_options: Default::default(),
-                cache: None,
-            })
-        };
+        let [project, heads_pipeline, output] = gpu.pipelines("deltanet", source, 4, ["project", "heads", "output"]);
         let rw = |label: &str, words: usize| -> Result<wgpu::Buffer, GpuError> {
             let bytes = 4 * words.max(1) as u64;
             gpu.check_binding(label, bytes)?;
@@ -152,9 +121,9 @@ impl GpuDeltaNet {
         };
         let state_len = heads * dk * dv;
         Ok(GpuDeltaNet {
-            project: pipeline("project"),
-            heads_pipeline: pipeline("heads"),
-            output: pipeline("output"),
+            project,
+            heads_pipeline,
+            output,
             w: gpu.storage("deltanet weights", &words_to_bytes(&words))?,
             state: rw("deltanet state", state_len)?,
             work: rw("deltanet work", work_words)?,

@@ -272,6 +272,50 @@ impl Gpu {
         Ok(Dispatched { bytes: data[..out_bytes as usize].to_vec(), gpu_ns })
     }
 
+    /// The named entry points of a WGSL module as compute pipelines sharing one bind group
+    /// layout (so one bind group serves a pass through several): `bindings` storage buffers,
+    /// the first read-only.
+    fn pipelines<const N: usize>(
+        &self,
+        label: &str,
+        source: String,
+        bindings: u32,
+        entries: [&str; N],
+    ) -> [wgpu::ComputePipeline; N] {
+        let desc = wgpu::ShaderModuleDescriptor { label: Some(label), source: wgpu::ShaderSource::Wgsl(source.into()) };
+        let module = self.device.create_shader_module(desc);
+        let storage = |binding: u32| wgpu::BindGroupLayoutEntry {
+            binding,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Storage { read_only: binding == 0 },
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        };
+        let layout_entries: Vec<_> = (0..bindings).map(storage).collect();
+        let group = self.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some(label),
+            entries: &layout_entries,
+        });
+        let layout = self.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(label),
+            bind_group_layouts: &[Some(&group)],
+            immediate_size: 0,
+        });
+        entries.map(|entry| {
+            self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(label),
+                layout: Some(&layout),
+                module: &module,
+                entry_point: Some(entry),
+                compilation_options: Default::default(),
+                cache: None,
+            })
+        })
+    }
+
     /// Maps a `MAP_READ` buffer (its commands submitted) and copies it out.
     async fn map_read(&self, staging: &wgpu::Buffer) -> Result<Vec<u8>, GpuError> {
         let (tx, rx) = oneshot();

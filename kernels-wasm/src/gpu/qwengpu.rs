@@ -200,40 +200,8 @@ impl GpuLayers {
             at.records
         );
         let source: String = [header.as_str(), include_str!("exact.wgsl"), include_str!("qwengpu.wgsl")].concat();
-        let desc =
-            wgpu::ShaderModuleDescriptor { label: Some("qwengpu"), source: wgpu::ShaderSource::Wgsl(source.into()) };
-        let module = gpu.device.create_shader_module(desc);
         // Both entry points share one layout, so one bind group serves a batch's pass.
-        let storage = |binding: u32, read_only: bool| wgpu::BindGroupLayoutEntry {
-            binding,
-            visibility: wgpu::ShaderStages::COMPUTE,
-            ty: wgpu::BindingType::Buffer {
-                ty: wgpu::BufferBindingType::Storage { read_only },
-                has_dynamic_offset: false,
-                min_binding_size: None,
-            },
-            count: None,
-        };
-        let entries: Vec<_> = (0..5).map(|b| storage(b, b == 0)).collect();
-        let group = gpu
-            .device
-            .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some("qwengpu"), entries: &entries });
-        let layout = gpu.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some("qwengpu"),
-            bind_group_layouts: &[Some(&group)],
-            immediate_size: 0,
-        });
-        let pipeline = |entry: &str| {
-            gpu.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some("qwengpu"),
-                layout: Some(&layout),
-                module: &module,
-                entry_point: Some(entry),
-                compilation_options: Default::default(),
-                cache: None,
-            })
-        };
-        let (pipeline, next) = (pipeline("main"), pipeline("next"));
+        let [pipeline, next] = gpu.pipelines("qwengpu", source, 5, ["main", "next"]);
         let words = |v: &[u32]| v.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>();
         let rw = |label: &str, bytes: usize| -> Result<wgpu::Buffer, GpuError> {
             gpu.check_binding(label, bytes as u64)?;
