@@ -10,17 +10,11 @@
 //! weight bits)` pairs in column order, then `a_log`, `dt_bias` (a word a head), the norm's
 //! `d_v` weights, ε, `1/√d_k` and the keys' `1e-6`. The constants are the CPU's own f32 values.
 
-use super::{Gpu, GpuError};
+use super::{bytes_to_words, groups_of_64, words_to_bytes, Gpu, GpuError, OUTCOME};
 use crate::qwengpu::deltanet::{DeltaNetWeights, Matrix, CONV};
 use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
-
-const WORKGROUP: usize = 64;
-/// The outcome's words before `y` in `out`.
-const HEADER: usize = 4;
-/// Tokens whose outputs are read back together, at most.
-pub const CHUNK: usize = 256;
 
 /// A DeltaNet layer on the GPU, with its state.
 pub struct GpuDeltaNet {
@@ -49,14 +43,6 @@ fn push_rows(m: &Matrix, base: usize, entries: &mut Vec<u32>, starts: &mut Vec<u
         starts.push((base + entries.len()) as u32);
         entries.extend(row.iter().flat_map(|&(c, v)| [c, v.to_bits()]));
     }
-}
-
-fn words_to_bytes(words: &[u32]) -> Vec<u8> {
-    words.iter().flat_map(|w| w.to_le_bytes()).collect()
-}
-
-fn bytes_to_words(bytes: &[u8]) -> Vec<u32> {
-    bytes.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
 }
 
 impl GpuDeltaNet {
@@ -107,27 +93,19 @@ impl GpuDeltaNet {
              const O_AT: u32 = {o_at}u;\nconst G_AT: u32 = {g_at}u;\n",
             rows + 1
         );
-        let source: String = [header.as_str(), include_str!("exact.wgsl"), include_str!("deltanet.wgsl")].concat();
+        let source: String =
+            [header.as_str(), include_str!("exact.wgsl"), include_str!("outcome.wgsl"), include_str!("deltanet.wgsl")]
+                .concat();
         let [project, heads_pipeline, output] = gpu.pipelines("deltanet", source, 4, ["project", "heads", "output"]);
-        let rw = |label: &str, words: usize| -> Result<wgpu::Buffer, GpuError> {
-            let bytes = 4 * words.max(1) as u64;
-            gpu.check_binding(label, bytes)?;
-            Ok(gpu.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some(label),
-                size: bytes,
-                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
-                mapped_at_creation: false,
-            }))
-        };
         let state_len = heads * dk * dv;
         Ok(GpuDeltaNet {
             project,
             heads_pipeline,
             output,
             w: gpu.storage("deltanet weights", &words_to_bytes(&words))?,
-            state: rw("deltanet state", state_len)?,
-            work: rw("deltanet work", work_words)?,
-            out: rw("deltanet output", HEADER + d)?,
+            state: gpu.read_write("deltanet state", state_len)?,
+            work: gpu.read_write("deltanet work", work_words)?,
+            out: gpu.read_write("deltanet output", OUTCOME + d)?,
             d_model: d,
             rows,
             heads,
@@ -140,82 +118,37 @@ impl GpuDeltaNet {
         Ok(self.steps(gpu, &[x]).await?.pop().unwrap_or_default())
     }
 
-    /// Consecutive tokens, each one's output: a pass each, submitted without waiting, the
-    /// outputs read back [`CHUNK`] tokens at a time (a wait per token costs more than its work).
-    /// On an error nothing after the token that raised it is returned; the state has run on to
-    /// the end of its chunk.
+    /// Consecutive tokens, each one's output (see [`Gpu::passes`]). On an error nothing from
+    /// the token that raised it on is returned; the state has run on to the end of its chunk.
     pub async fn steps(&self, gpu: &Gpu, xs: &[&[f32]]) -> Result<Vec<Vec<f32>>, GpuError> {
         if let Some(x) = xs.iter().find(|x| x.len() != self.d_model) {
             let why = alloc::format!("an input of {} channels for a layer of {}", x.len(), self.d_model);
             return Err(GpuError::Unsupported(why));
         }
-        let out_bytes = 4 * (HEADER + self.d_model) as u64;
-        let bindings = [&self.w, &self.state, &self.work, &self.out];
-        let entries: Vec<wgpu::BindGroupEntry> = bindings
-            .iter()
-            .enumerate()
-            .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.as_entire_binding() })
-            .collect();
-        let group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("deltanet"),
-            layout: &self.project.get_bind_group_layout(0),
-            entries: &entries,
-        });
-        let groups = |n: usize| n.div_ceil(WORKGROUP) as u32;
         let steps = [
-            (&self.project, groups(self.rows)),
+            (&self.project, groups_of_64(self.rows)),
             (&self.heads_pipeline, self.heads as u32),
-            (&self.output, groups(self.d_model)),
+            (&self.output, groups_of_64(self.d_model)),
         ];
-        let max = gpu.limits.max_compute_workgroups_per_dimension;
-        if let Some(&(_, n)) = steps.iter().find(|(_, n)| *n > max) {
-            let what = alloc::format!("a DeltaNet dispatch of {n} workgroups");
-            return Err(GpuError::TooLarge { what, need: n as u64, limit: max as u64 });
-        }
-        let mut ys = Vec::with_capacity(xs.len());
-        for chunk in xs.chunks(CHUNK) {
-            let errors = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
-            let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("deltanet outputs"),
-                size: out_bytes * chunk.len() as u64,
-                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            });
-            for (t, x) in chunk.iter().enumerate() {
-                let bits: Vec<u32> = x.iter().map(|v| v.to_bits()).collect();
-                gpu.queue.write_buffer(&self.work, 0, &words_to_bytes(&bits));
-                gpu.queue.write_buffer(&self.out, 0, &[0; 4 * HEADER]);
-                let mut encoder = gpu.device.create_command_encoder(&Default::default());
-                {
-                    let mut pass = encoder.begin_compute_pass(&Default::default());
-                    pass.set_bind_group(0, &group, &[]);
-                    for (pipeline, n) in steps {
-                        pass.set_pipeline(pipeline);
-                        pass.dispatch_workgroups(n, 1, 1);
-                    }
+        let tokens: Vec<Vec<u32>> = xs.iter().map(|x| x.iter().map(|v| v.to_bits()).collect()).collect();
+        let bindings = [&self.w, &self.state, &self.work, &self.out];
+        let outs = gpu.passes(&steps, &bindings, &self.work, &tokens, OUTCOME + self.d_model).await?;
+        let mut ys = Vec::with_capacity(outs.len());
+        for out in outs {
+            let step = match out[0] {
+                0 => {
+                    ys.push(out[OUTCOME..].iter().map(|&b| f32::from_bits(b)).collect());
+                    continue;
                 }
-                encoder.copy_buffer_to_buffer(&self.out, 0, &staging, out_bytes * t as u64, out_bytes);
-                gpu.queue.submit([encoder.finish()]);
-            }
-            if let Some(e) = errors.pop().await {
-                return Err(GpuError::Gpu(e.to_string()));
-            }
-            let words = bytes_to_words(&gpu.map_read(&staging).await?);
-            for out in words.chunks_exact(HEADER + self.d_model) {
-                let step = match out[0] {
-                    0 => {
-                        ys.push(out[HEADER..].iter().map(|&b| f32::from_bits(b)).collect());
-                        continue;
-                    }
-                    1 => "SiLU",
-                    2 => "β = sigmoid(b)",
-                    3 => "softplus(a + dt_bias)",
-                    4 => "exp(a_log)",
-                    5 => "α = exp(g)",
-                    _ => "norm",
-                };
-                return Err(GpuError::NotExact { step: step.into(), head: out[1], arg: f32::from_bits(out[2]) });
-            }
+                1 => "the DeltaNet's SiLU",
+                2 => "the DeltaNet's β = sigmoid(b)",
+                3 => "the DeltaNet's softplus(a + dt_bias)",
+                4 => "the DeltaNet's exp(a_log)",
+                5 => "the DeltaNet's α = exp(g)",
+                _ => "the DeltaNet's norm",
+            };
+            let at = alloc::format!("head {}", out[1]);
+            return Err(GpuError::NotExact { step: step.into(), at, arg: f32::from_bits(out[2]) });
         }
         Ok(ys)
     }

@@ -26,17 +26,6 @@ const ERR_A_LOG: u32 = 4u;
 const ERR_GATE: u32 = 5u;
 const ERR_NORM: u32 = 6u;
 
-fn fail(code: u32, head: u32, x: f32) {
-    if (atomicMax(&out[0], code) == 0u) {
-        atomicStore(&out[1], head);
-        atomicStore(&out[2], bitcast<u32>(x));
-    }
-}
-
-fn wf(i: u32) -> f32 {
-    return bitcast<f32>(work[i]);
-}
-
 // ±0 or ≥ 32: x; ≤ −89: −0 (exp(89) overflows).
 fn silu(x: f32, head: u32) -> f32 {
     if (x == 0.0 || x >= 32.0) {

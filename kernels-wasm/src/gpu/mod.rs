@@ -5,8 +5,8 @@
 //! - [`Gpu`]: an adapter, its device and queue, and the compiled pipelines.
 //! - [`qwengpu`]: one token of the compiled qwenGPU layers per dispatch (exact f32 on any
 //!   adapter: `exact.wgsl` gives correctly rounded `sqrt` and `/`).
-//! - [`deltanet`]: a Gated DeltaNet layer of the second machine, one token per pass, with the
-//!   CPU's bits.
+//! - [`deltanet`], [`swiglu`]: the second machine's Gated DeltaNet and SwiGLU layers, one token
+//!   per pass, with the CPU's bits.
 //! - [`bitnet`]: I2_S, TL1 and TL2 GEMV/GEMM. The GPU computes the exact int32 accumulators;
 //!   the f32 epilogue stays on the CPU (`bitnet::dequantize`), because WGSL does not promise a
 //!   correctly rounded division and the results must equal the CPU's bit for bit.
@@ -17,6 +17,7 @@
 pub mod bitnet;
 pub mod deltanet;
 pub mod qwengpu;
+pub mod swiglu;
 
 use alloc::string::{String, ToString};
 use alloc::sync::Arc;
@@ -44,12 +45,11 @@ pub enum GpuError {
     Bitnet(#[from] crate::bitnet::BitnetError),
     #[error("{0} is not supported on the GPU")]
     Unsupported(String),
-    /// A DeltaNet step whose argument lies where WGSL's `exp`, `ln`, `sqrt` or `/` could give
-    /// other bits than the CPU (`qwengpu::deltanet::Regime`): refused rather than approximated.
-    #[error(
-        "the DeltaNet's {step} at head {head} has the argument {arg}, where the GPU cannot promise the CPU's bits"
-    )]
-    NotExact { step: String, head: u32, arg: f32 },
+    /// A step of the second machine's layers whose argument lies where WGSL's `exp`, `ln`,
+    /// `sqrt` or `/` could give other bits than the CPU (`qwengpu::deltanet::Regime`): refused
+    /// rather than approximated.
+    #[error("{step} at {at} has the argument {arg}, where the GPU cannot promise the CPU's bits")]
+    NotExact { step: String, at: String, arg: f32 },
 }
 
 /// What the adapter is, for the tab and the bench to say.
@@ -161,6 +161,45 @@ impl Gpu {
         }))
     }
 
+    /// A zeroed storage buffer of `words` u32 words (at least one) that the host can write and
+    /// read back.
+    fn read_write(&self, label: &str, words: usize) -> Result<wgpu::Buffer, GpuError> {
+        let bytes = 4 * words.max(1) as u64;
+        self.check_binding(label, bytes)?;
+        Ok(self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: bytes,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        }))
+    }
+
+    /// Refuses a dispatch of more workgroups in one dimension than the adapter takes.
+    fn check_workgroups(&self, counts: impl IntoIterator<Item = u32>) -> Result<(), GpuError> {
+        let max = self.limits.max_compute_workgroups_per_dimension;
+        match counts.into_iter().find(|&n| n > max) {
+            Some(n) => {
+                let what = alloc::format!("a dispatch of {n} workgroups in one dimension");
+                Err(GpuError::TooLarge { what, need: n as u64, limit: max as u64 })
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Binding i = buffer i, in the layout of `pipeline`'s group 0.
+    fn bind_group(&self, pipeline: &wgpu::ComputePipeline, bindings: &[&wgpu::Buffer]) -> wgpu::BindGroup {
+        let entries: Vec<wgpu::BindGroupEntry> = bindings
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.as_entire_binding() })
+            .collect();
+        self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &entries,
+        })
+    }
+
     fn check_binding(&self, what: &str, bytes: u64) -> Result<(), GpuError> {
         let limit = self.limits.max_storage_buffer_binding_size.min(self.limits.max_buffer_size);
         match bytes > limit {
@@ -200,22 +239,9 @@ impl Gpu {
         out_bytes: u64,
     ) -> Result<Dispatched, GpuError> {
         let (pipeline, _) = *steps.first().ok_or_else(|| GpuError::Gpu("a dispatch without a pipeline".into()))?;
-        let max = self.limits.max_compute_workgroups_per_dimension;
-        if let Some(&n) = steps.iter().flat_map(|(_, w)| w).find(|&&n| n > max) {
-            let what = alloc::format!("a dispatch of {n} workgroups in one dimension");
-            return Err(GpuError::TooLarge { what, need: n as u64, limit: max as u64 });
-        }
+        self.check_workgroups(steps.iter().flat_map(|(_, w)| *w))?;
         let errors = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let entries: Vec<wgpu::BindGroupEntry> = bindings
-            .iter()
-            .enumerate()
-            .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.as_entire_binding() })
-            .collect();
-        let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: None,
-            layout: &pipeline.get_bind_group_layout(0),
-            entries: &entries,
-        });
+        let group = self.bind_group(pipeline, bindings);
         let queries = self.timestamps.then(|| {
             let set = self.device.create_query_set(&wgpu::QuerySetDescriptor {
                 label: Some("dispatch time"),
@@ -316,6 +342,58 @@ impl Gpu {
         })
     }
 
+    /// Tokens one after another through `steps` (each pipeline over its workgroups), a pass each
+    /// submitted without waiting: before each, the token's words are written to the start of
+    /// `input` and the last binding's [`OUTCOME`] words are cleared. The first `out_words` of the
+    /// last binding come back [`CHUNK`] tokens at a time, one vector per token (a wait per token
+    /// costs more than a small layer's work).
+    async fn passes(
+        &self,
+        steps: &[(&wgpu::ComputePipeline, u32)],
+        bindings: &[&wgpu::Buffer],
+        input: &wgpu::Buffer,
+        tokens: &[Vec<u32>],
+        out_words: usize,
+    ) -> Result<Vec<Vec<u32>>, GpuError> {
+        let (Some((first, _)), Some(out)) = (steps.first(), bindings.last()) else {
+            return Err(GpuError::Gpu("passes without a pipeline or an output".into()));
+        };
+        self.check_workgroups(steps.iter().map(|(_, n)| *n))?;
+        let group = self.bind_group(first, bindings);
+        let out_bytes = 4 * out_words as u64;
+        let mut outs = Vec::with_capacity(tokens.len());
+        for chunk in tokens.chunks(CHUNK) {
+            let errors = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+            let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("outputs"),
+                size: out_bytes * chunk.len() as u64,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            for (t, words) in chunk.iter().enumerate() {
+                self.queue.write_buffer(input, 0, &words_to_bytes(words));
+                self.queue.write_buffer(out, 0, &[0; 4 * OUTCOME]);
+                let mut encoder = self.device.create_command_encoder(&Default::default());
+                {
+                    let mut pass = encoder.begin_compute_pass(&Default::default());
+                    pass.set_bind_group(0, &group, &[]);
+                    for (pipeline, n) in steps {
+                        pass.set_pipeline(pipeline);
+                        pass.dispatch_workgroups(*n, 1, 1);
+                    }
+                }
+                encoder.copy_buffer_to_buffer(out, 0, &staging, out_bytes * t as u64, out_bytes);
+                self.queue.submit([encoder.finish()]);
+            }
+            if let Some(e) = errors.pop().await {
+                return Err(GpuError::Gpu(e.to_string()));
+            }
+            let words = bytes_to_words(&self.map_read(&staging).await?);
+            outs.extend(words.chunks_exact(out_words).map(<[u32]>::to_vec));
+        }
+        Ok(outs)
+    }
+
     /// Maps a `MAP_READ` buffer (its commands submitted) and copies it out.
     async fn map_read(&self, staging: &wgpu::Buffer) -> Result<Vec<u8>, GpuError> {
         let (tx, rx) = oneshot();
@@ -360,6 +438,21 @@ impl Gpu {
 
 fn words_to_bytes(words: &[u32]) -> Vec<u8> {
     words.iter().flat_map(|w| w.to_le_bytes()).collect()
+}
+
+fn bytes_to_words(bytes: &[u8]) -> Vec<u32> {
+    bytes.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+}
+
+/// The words an output buffer of [`Gpu::passes`] starts with: error code, where, argument bits
+/// and a spare word.
+const OUTCOME: usize = 4;
+/// Tokens whose outputs are read back together, at most.
+pub const CHUNK: usize = 256;
+
+/// Workgroups of 64 for `n` invocations.
+fn groups_of_64(n: usize) -> u32 {
+    n.div_ceil(64) as u32
 }
 
 /// A one-value channel whose receiving end is a future (wgpu's map callback → `async`).
@@ -412,6 +505,8 @@ pub fn block_on<F: Future>(f: F) -> F::Output {
 mod checks;
 #[cfg(test)]
 mod deltanet_checks;
+#[cfg(test)]
+mod swiglu_checks;
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests;
 #[cfg(all(test, target_arch = "wasm32"))]

@@ -203,23 +203,14 @@ impl GpuLayers {
         // Both entry points share one layout, so one bind group serves a batch's pass.
         let [pipeline, next] = gpu.pipelines("qwengpu", source, 5, ["main", "next"]);
         let words = |v: &[u32]| v.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>();
-        let rw = |label: &str, bytes: usize| -> Result<wgpu::Buffer, GpuError> {
-            gpu.check_binding(label, bytes as u64)?;
-            Ok(gpu.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some(label),
-                size: bytes as u64,
-                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
-                mapped_at_creation: false,
-            }))
-        };
         let this = GpuLayers {
             pipeline,
             next,
             prog: gpu.storage("qwengpu layers", &words(&prog))?,
-            state: rw("qwengpu state rows", 4 * state_words.max(1))?,
-            mach: rw("qwengpu stream", 4 * (groups + 1 + touch_cap))?,
-            scratch: rw("qwengpu scratch", 4 * (vec_at + 3 * vec_cap))?,
-            io: rw("qwengpu io", 4 * at.end)?,
+            state: gpu.read_write("qwengpu state rows", state_words)?,
+            mach: gpu.read_write("qwengpu stream", groups + 1 + touch_cap)?,
+            scratch: gpu.read_write("qwengpu scratch", vec_at + 3 * vec_cap)?,
+            io: gpu.read_write("qwengpu io", at.end)?,
             groups,
             at,
             state_words,

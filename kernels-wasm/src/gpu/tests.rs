@@ -187,3 +187,19 @@ fn deltanet_bad_input_is_named() {
         block_on(super::deltanet_checks::deltanet_bad_input_is_named(gpu))
     }
 }
+
+/// Every SwiGLU layer of the second machine maps a launch's recorded streams to the CPU's
+/// (`swiglu_checks`).
+#[test]
+fn swiglu_layers_give_the_cpus_bits() {
+    let Some(gpu) = gpu() else { return };
+    let (layers, positions) = block_on(super::swiglu_checks::swiglu_layers_are_the_cpus(gpu, "warp_scan", usize::MAX));
+    std::eprintln!("{layers} SwiGLU layers, {positions} positions replayed");
+}
+
+#[test]
+fn swiglu_bad_input_is_named() {
+    if let Some(gpu) = gpu() {
+        block_on(super::swiglu_checks::swiglu_bad_input_is_named(gpu))
+    }
+}

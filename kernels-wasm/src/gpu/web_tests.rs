@@ -78,3 +78,18 @@ async fn deltanet_bad_input_is_named() {
         super::deltanet_checks::deltanet_bad_input_is_named(&g).await
     }
 }
+
+/// The second machine's first SwiGLU layers on WebGPU with the CPU's bits, over a short launch.
+#[test]
+async fn swiglu_layers_give_the_cpus_bits() {
+    if let Some(g) = gpu().await {
+        super::swiglu_checks::swiglu_layers_are_the_cpus(&g, "warp_broadcast", 12).await;
+    }
+}
+
+#[test]
+async fn swiglu_bad_input_is_named() {
+    if let Some(g) = gpu().await {
+        super::swiglu_checks::swiglu_bad_input_is_named(&g).await
+    }
+}

@@ -348,6 +348,11 @@ impl PartialEq for Tape {
 }
 
 impl Tape {
+    /// Records `x` as its entries that are not +0 (−0 is kept: it is not +0's bits).
+    pub fn push(&mut self, x: &[f32]) {
+        self.0.push(x.iter().enumerate().filter(|(_, v)| v.to_bits() != 0).map(|(c, &v)| (c as u32, v)).collect());
+    }
+
     /// Input `i` as the layer saw it, `d_model` channels.
     pub fn input(&self, i: usize, d_model: usize) -> Vec<f32> {
         let mut x = vec![0.0; d_model];
@@ -391,8 +396,7 @@ impl DeltaNet {
     /// One token: updates the state and returns the layer's output.
     pub fn step(&mut self, x: &[f32]) -> Vec<f32> {
         if let Some(t) = &mut self.tape {
-            // −0 is kept: it is not +0's bits.
-            t.0.push(x.iter().enumerate().filter(|(_, v)| v.to_bits() != 0).map(|(c, &v)| (c as u32, v)).collect());
+            t.push(x);
         }
         let watching = self.regimes.is_some();
         let mut seen: Vec<(Regime, f32)> = Vec::new();

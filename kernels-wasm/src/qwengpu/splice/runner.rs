@@ -26,7 +26,7 @@ use super::head::PackedHead;
 use super::{text, Compiled, Splice, SpliceError, StreamNorms};
 use crate::qwen3::model::{Config, FloatModel};
 use crate::qwengpu::awake::{Schedule, Scratch};
-use crate::qwengpu::deltanet::{DeltaNet, DeltaNetWeights};
+use crate::qwengpu::deltanet::{DeltaNet, DeltaNetWeights, Tape};
 use crate::qwengpu::limbs::rms_norm_into;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -58,6 +58,9 @@ pub struct Runner<'a> {
     states: Vec<Option<(DeltaNet, Vec<usize>)>>,
     /// Per compiled SwiGLU layer, which units can fire given the nonzero channels (`awake`).
     schedules: Vec<Option<Schedule>>,
+    /// Per compiled layer asked for ([`Self::record_streams`]): the stream before it and after
+    /// it at each machine position.
+    stream_tapes: Vec<(usize, Tape, Tape)>,
     /// The compiled layers' buffers, kept between layers and positions.
     scratch: Scratch,
     /// The machine tokens' head rows, packed (`head`; spliced only).
@@ -87,6 +90,7 @@ impl<'a> Runner<'a> {
             positions: 0,
             states: Vec::new(),
             schedules: Vec::new(),
+            stream_tapes: Vec::new(),
             scratch: Scratch::default(),
             machine_head: None,
             machine_stream: Vec::new(),
@@ -160,6 +164,22 @@ impl<'a> Runner<'a> {
         self.states.iter_mut().flatten().for_each(|(net, _)| net.record());
     }
 
+    /// Records, from now on, the stream before and after each compiled layer of `layers` at every
+    /// machine position (read back through [`Self::stream_tape`]): a GPU port's test replays it.
+    pub fn record_streams(&mut self, layers: &[usize]) {
+        self.stream_tapes = layers.iter().map(|&l| (l, Tape::default(), Tape::default())).collect();
+    }
+
+    /// The streams recorded before and after compiled layer `layer`.
+    pub fn stream_tape(&self, layer: usize) -> Option<(&Tape, &Tape)> {
+        self.stream_tapes.iter().find(|t| t.0 == layer).map(|(_, before, after)| (before, after))
+    }
+
+    /// The machine layers' norm weights and ε.
+    pub fn machine_norm(&self) -> (&[f32], f32) {
+        (&self.machine_norm, self.eps)
+    }
+
     /// Since [`Self::watch_regimes`]: the SwiGLU gates evaluated whose SiLU needed `exp`.
     pub fn swiglu_gates_outside(&self) -> Option<u64> {
         self.scratch.gates_outside
@@ -222,7 +242,13 @@ impl<'a> Runner<'a> {
                 None => return Err(SpliceError::Token { token, vocab: c.vocab }),
             }
             if let Some(s) = self.splice {
-                for ((l, state), schedule) in s.layers.iter().zip(&mut self.states).zip(&self.schedules) {
+                for (i, ((l, state), schedule)) in
+                    s.layers.iter().zip(&mut self.states).zip(&self.schedules).enumerate()
+                {
+                    let tape = self.stream_tapes.iter_mut().find(|t| t.0 == i);
+                    if let Some((_, before, _)) = tape {
+                        before.push(&x);
+                    }
                     match (l, state) {
                         (_, Some((net, written))) => {
                             rms_norm_into(&x, &self.machine_norm, self.eps, None, &mut self.scratch.n);
@@ -238,6 +264,9 @@ impl<'a> Runner<'a> {
                             None => l.forward_with(&mut x, &self.machine_norm, self.eps, &self.order),
                         },
                         (Compiled::DeltaNet(_), None) => {}
+                    }
+                    if let Some((_, _, after)) = self.stream_tapes.iter_mut().find(|t| t.0 == i) {
+                        after.push(&x);
                     }
                 }
                 self.machine_stream.clone_from(&x);
