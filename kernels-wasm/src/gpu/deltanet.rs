@@ -11,7 +11,7 @@
 //! `d_v` weights, ε, `1/√d_k` and the keys' `1e-6`. The constants are the CPU's own f32 values.
 
 use super::{bytes_to_words, groups_of_64, words_to_bytes, Gpu, GpuError, OUTCOME};
-use crate::qwengpu::deltanet::{DeltaNetWeights, Matrix, CONV};
+use crate::qwengpu::deltanet::{DeltaNetWeights, Matrix};
 use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -52,8 +52,7 @@ impl GpuDeltaNet {
         if !w.sizes_agree() {
             return Err(GpuError::Unsupported("a DeltaNet whose tensors disagree with its shape".into()));
         }
-        let identity = w.conv.chunks_exact(CONV).all(|t| t[..CONV - 1].iter().all(|&t| t == 0.0) && t[CONV - 1] == 1.0);
-        if !identity {
+        if !w.identity_taps() {
             return Err(GpuError::Unsupported("a DeltaNet convolution with other taps than (0, 0, 0, 1)".into()));
         }
         let (d, heads, dk, dv) = (w.d_model, w.heads, w.d_k, w.d_v);

@@ -7,29 +7,10 @@
 use super::deltanet::GpuDeltaNet;
 use super::CHUNK;
 use super::{Gpu, GpuError};
-use crate::qwen3::model::Model;
 use crate::qwengpu::deltanet::DeltaNet;
-use crate::qwengpu::isa::MachineSpec;
-use crate::qwengpu::splice::launch::launch;
-use crate::qwengpu::splice::{Runner, Splice, TINY_TEXT};
-use crate::qwengpu::suite;
+use crate::qwengpu::splice::tests::{launch_all, llama};
+use crate::qwengpu::splice::{Runner, Splice};
 use alloc::vec::Vec;
-use core::ops::ControlFlow;
-
-/// Launches `kernels` one after another in `runner`'s context, each checked against its plain
-/// arrays.
-pub(super) fn launch_all(runner: &mut Runner, splice: &Splice, kernels: &[&str]) {
-    let spec = MachineSpec::second();
-    for &kernel in kernels {
-        let k = suite::kernels().into_iter().find(|k| k.name == kernel).unwrap();
-        let (compiled, p, _) = k.machine(k.ptx, &spec).unwrap();
-        let out = launch(runner, splice, (spec, &compiled.program), &p.memory, &p.launch, 10_000, |_| {
-            ControlFlow::Continue(())
-        })
-        .unwrap();
-        assert_eq!(p.read_arrays(&out.global), k.expected(&p), "{kernel} on the CPU");
-    }
-}
 
 pub(super) fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|v| v.to_bits()).collect()
@@ -40,9 +21,9 @@ pub(super) fn bits(v: &[f32]) -> Vec<u32> {
 /// all). A launch after one that used shared memory has the shared layers forget it (α = 0 on
 /// a written state, `limb_memory::cleared_at`).
 pub async fn deltanet_steps_are_the_cpus(gpu: &Gpu, kernels: &[&str], positions: Option<usize>) -> (usize, usize) {
-    let model = Model::random_float(TINY_TEXT, 3);
-    let splice = Splice::new(TINY_TEXT).unwrap();
-    let mut runner = Runner::spliced(TINY_TEXT, &model, &splice).unwrap();
+    let (c, model) = llama();
+    let splice = Splice::new(c).unwrap();
+    let mut runner = Runner::spliced(c, &model, &splice).unwrap();
     runner.record_deltanets();
     launch_all(&mut runner, &splice, kernels);
     let (mut layers, mut replayed) = (0, 0);

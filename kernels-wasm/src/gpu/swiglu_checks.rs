@@ -4,20 +4,20 @@
 //! (`Runner::record_streams`), and each layer maps every recorded stream before it to the one
 //! after it, bit for bit.
 
-use super::deltanet_checks::{bits, launch_all};
+use super::deltanet_checks::bits;
 use super::swiglu::GpuSwiGlu;
 use super::{Gpu, GpuError, CHUNK};
-use crate::qwen3::model::Model;
 use crate::qwengpu::limbs::{Layer, Unit};
-use crate::qwengpu::splice::{Compiled, Runner, Splice, TINY_TEXT};
+use crate::qwengpu::splice::tests::{launch_all, llama};
+use crate::qwengpu::splice::{Compiled, Runner, Splice};
 use alloc::vec::Vec;
 
 /// Replays the first `max_layers` SwiGLU layers of a launch of `kernel`; returns (layers,
 /// positions replayed in all).
 pub async fn swiglu_layers_are_the_cpus(gpu: &Gpu, kernel: &str, max_layers: usize) -> (usize, usize) {
-    let model = Model::random_float(TINY_TEXT, 3);
-    let splice = Splice::new(TINY_TEXT).unwrap();
-    let mut runner = Runner::spliced(TINY_TEXT, &model, &splice).unwrap();
+    let (c, model) = llama();
+    let splice = Splice::new(c).unwrap();
+    let mut runner = Runner::spliced(c, &model, &splice).unwrap();
     let layers: Vec<usize> = (0..splice.layers.len())
         .filter(|&i| matches!(splice.layers[i], Compiled::SwiGlu(_)))
         .take(max_layers)

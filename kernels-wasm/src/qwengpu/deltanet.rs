@@ -294,6 +294,12 @@ impl DeltaNetWeights {
             + self.vectors().iter().flat_map(|v| v.iter()).filter(|&&v| v != 0.0).count()
     }
 
+    /// Whether every channel's convolution taps are `(0, …, 0, 1)`, as in every machine layer:
+    /// then a channel is `silu(+0 + x)` of its projection `x` alone.
+    pub fn identity_taps(&self) -> bool {
+        self.conv.chunks_exact(CONV).all(|t| t[..CONV - 1].iter().all(|&t| t == 0.0) && t[CONV - 1] == 1.0)
+    }
+
     /// That every tensor has the size the shape gives, over a stream of `d_model` channels (so a
     /// step cannot index past one).
     pub fn sizes_agree(&self) -> bool {
@@ -366,7 +372,7 @@ impl Tape {
 impl DeltaNet {
     pub fn new(w: DeltaNetWeights) -> Self {
         let state = vec![0.0; w.heads * w.d_k * w.d_v];
-        let identity = w.conv.chunks_exact(CONV).all(|t| t[..CONV - 1].iter().all(|&t| t == 0.0) && t[CONV - 1] == 1.0);
+        let identity = w.identity_taps();
         let conv_history = if identity { Vec::new() } else { vec![vec![0.0; w.channels()]; CONV - 1] };
         let packed = w.matrices().map(|(_, m)| Csc::new(m));
         let first = FirstColumn::default();

@@ -535,6 +535,6 @@ impl Splice {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 #[cfg(test)]
 mod tests_machine;

@@ -245,8 +245,8 @@ impl<'a> Runner<'a> {
                 for (i, ((l, state), schedule)) in
                     s.layers.iter().zip(&mut self.states).zip(&self.schedules).enumerate()
                 {
-                    let tape = self.stream_tapes.iter_mut().find(|t| t.0 == i);
-                    if let Some((_, before, _)) = tape {
+                    let mut tape = self.stream_tapes.iter_mut().find(|t| t.0 == i);
+                    if let Some((_, before, _)) = &mut tape {
                         before.push(&x);
                     }
                     match (l, state) {
@@ -265,7 +265,7 @@ impl<'a> Runner<'a> {
                         },
                         (Compiled::DeltaNet(_), None) => {}
                     }
-                    if let Some((_, _, after)) = self.stream_tapes.iter_mut().find(|t| t.0 == i) {
+                    if let Some((_, _, after)) = tape {
                         after.push(&x);
                     }
                 }

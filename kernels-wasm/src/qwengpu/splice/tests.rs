@@ -16,9 +16,24 @@ use core::ops::ControlFlow;
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
 /// The tiny llama that can be spliced, and its random weights.
-pub(super) fn llama() -> (Config, FloatModel) {
+pub(crate) fn llama() -> (Config, FloatModel) {
     let c = TINY_TEXT;
     (c, Model::random_float(c, 3))
+}
+
+/// Launches the suite kernels `names` one after another in `runner`'s context, each checked
+/// against its plain Rust arrays.
+pub(crate) fn launch_all(runner: &mut Runner, splice: &Splice, names: &[&str]) {
+    let spec = MachineSpec::second();
+    for &name in names {
+        let k = suite::kernels().into_iter().find(|k| k.name == name).unwrap();
+        let (kernel, p, _) = k.machine(k.ptx, &spec).unwrap();
+        let out = super::launch::launch(runner, splice, (spec, &kernel.program), &p.memory, &p.launch, 10_000, |_| {
+            ControlFlow::Continue(())
+        })
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(p.read_arrays(&out.global), k.expected(&p), "{name}");
+    }
 }
 
 fn tokens(rng: &mut Rng, n: usize, vocab: usize) -> Vec<usize> {

@@ -1,7 +1,7 @@
 //! The machine inside the spliced model, read back and measured: its state rows step by step
 //! against an interpreter, and where its non-linear steps run.
 
-use super::tests::llama;
+use super::tests::{launch_all, llama};
 use super::*;
 use crate::qwengpu::suite;
 use alloc::vec::Vec;
@@ -65,26 +65,17 @@ fn the_state_rows_follow_the_interpreter_step_by_step() {
 /// branches.
 #[test]
 fn the_deltanets_nonlinear_steps_run_where_they_are_exact() {
-    use super::launch::launch;
     use crate::qwengpu::deltanet::{Regime, Regimes};
     let (c, model) = llama();
     let splice = Splice::new(c).unwrap();
     let mut runner = Runner::spliced(c, &model, &splice).unwrap();
     runner.watch_regimes();
-    let spec = MachineSpec::second();
     let names: &[&str] = if cfg!(target_arch = "wasm32") {
         &["warp_broadcast"]
     } else {
-        &["reverse", "reduce_shared", "histogram", "transpose"]
+        &["reduce_shared", "histogram", "reverse", "transpose"]
     };
-    for k in suite::kernels().iter().filter(|k| names.contains(&k.name)) {
-        let (kernel, p, _) = k.machine(k.ptx, &spec).unwrap();
-        let out = launch(&mut runner, &splice, (spec, &kernel.program), &p.memory, &p.launch, 10_000, |_| {
-            ControlFlow::Continue(())
-        })
-        .unwrap_or_else(|e| panic!("{}: {e}", k.name));
-        assert_eq!(p.read_arrays(&out.global), k.expected(&p), "{}", k.name);
-    }
+    launch_all(&mut runner, &splice, names);
     let mut all = Regimes::default();
     for net in (0..splice.layers.len()).filter_map(|i| runner.deltanet(i)) {
         let r = net.regimes.as_ref().unwrap();
