@@ -1,7 +1,7 @@
 // One token through one Gated DeltaNet layer (`qwengpu::deltanet::DeltaNet::step`, identity
 // taps), in three dispatches: `project` (a row of W_qkv, W_z, W_b, W_a an invocation), `heads`
-// (a head a workgroup) and `output` (a row of W_out an invocation). `gpu::deltanet` writes the
-// constants before this text and lays out `w`; `exact.wgsl` comes before it too.
+// (a head a workgroup) and `output` (a row of W_out an invocation, added to the stream where the
+// row is not empty). `gpu::deltanet` lays out `w` and P; `second.wgsl` comes before this text.
 //
 // Exactness. A row's sum adds its products in column order from +0, skipping ±0 inputs, as the
 // CPU's column-major product does for that row. The q, k and output norms use `sqrt_rn` and
@@ -10,21 +10,6 @@
 // reported, not approximated. The machine's products are exact (small integers times powers of
 // two), so a compiler that fuses a multiply into an add changes nothing; the tests check the
 // bits against the CPU on a real launch.
-
-@group(0) @binding(0) var<storage, read> w: array<u32>;
-@group(0) @binding(1) var<storage, read_write> state: array<f32>;
-// x (D), the projections (qkv, z, b, a), per head the hot q and k entries (index, value), o and
-// the gated output (HEADS·DV each).
-@group(0) @binding(2) var<storage, read_write> work: array<u32>;
-// The outcome (error code, head, argument bits, 0), then y (D).
-@group(0) @binding(3) var<storage, read_write> out: array<atomic<u32>>;
-
-const ERR_SILU: u32 = 1u;
-const ERR_BETA: u32 = 2u;
-const ERR_SOFTPLUS: u32 = 3u;
-const ERR_A_LOG: u32 = 4u;
-const ERR_GATE: u32 = 5u;
-const ERR_NORM: u32 = 6u;
 
 // ±0 or ≥ 32: x; ≤ −89: −0 (exp(89) overflows).
 fn silu(x: f32, head: u32) -> f32 {
@@ -68,8 +53,8 @@ fn row_product(table: u32, r: u32, xs: u32) -> f32 {
 
 @compute @workgroup_size(64)
 fn project(@builtin(global_invocation_id) id: vec3<u32>) {
-    if (id.x < ROWS) {
-        work[MID_AT + id.x] = bitcast<u32>(row_product(ROW_TABLE, id.x, X_AT));
+    if (id.x < P.rows && !stopped()) {
+        work[P.mid_at + id.x] = bitcast<u32>(row_product(P.row_table, id.x, N_AT));
     }
 }
 
@@ -81,9 +66,9 @@ var<workgroup> wg_total: u32;
 // scans the `lid`-th sixty-fourth of the head, then writes its entries after those of the
 // invocations before it. Called by the whole workgroup (it has barriers).
 fn hot(src: u32, dst: u32, lid: u32, head: u32) -> u32 {
-    let per = (DK + 63u) / 64u;
-    let first = min(lid * per, DK);
-    let last = min(first + per, DK);
+    let per = (P.dk + 63u) / 64u;
+    let first = min(lid * per, P.dk);
+    let last = min(first + per, P.dk);
     var count = 0u;
     for (var i = first; i < last; i += 1u) {
         let x = wf(src + i);
@@ -123,9 +108,9 @@ fn norm_entries(dst: u32, n: u32, scale: f32, head: u32) {
         let a = wf(dst + 2u * k + 1u);
         ss = ss + a * a;
     }
-    let norm = rsqrt(ss + constant(2u), head);
+    let scale_n = rsqrt(ss + constant(2u), head);
     for (var k = 0u; k < n; k += 1u) {
-        work[dst + 2u * k + 1u] = bitcast<u32>(wf(dst + 2u * k + 1u) * norm * scale);
+        work[dst + 2u * k + 1u] = bitcast<u32>(wf(dst + 2u * k + 1u) * scale_n * scale);
     }
 }
 
@@ -147,8 +132,8 @@ fn beta_of(b: f32, head: u32) -> f32 {
 // α = exp(−exp(a_log)·softplus(a + dt_bias)) from the branches of `Regime::{ALog, Softplus,
 // Gate}`.
 fn alpha_of(a: f32, head: u32) -> f32 {
-    let a_log = bitcast<f32>(w[VEC_TABLE + head]);
-    let at = a + bitcast<f32>(w[VEC_TABLE + HEADS + head]);
+    let a_log = bitcast<f32>(w[P.vec_table + head]);
+    let at = a + bitcast<f32>(w[P.vec_table + P.heads + head]);
     var gate = 0.0;
     if (a_log <= -110.0) {
         // exp(a_log) = 0: the gate is −0·softplus, −0 for any finite softplus.
@@ -182,82 +167,93 @@ var<workgroup> wg_beta: f32;
 
 // The constants after the per-head vectors and the norm weights: ε, 1/√d_k, the keys' 1e-6.
 fn constant(i: u32) -> f32 {
-    return bitcast<f32>(w[VEC_TABLE + 2u * HEADS + DV + i]);
+    return bitcast<f32>(w[P.vec_table + 2u * P.heads + P.dv + i]);
 }
 
 @compute @workgroup_size(64)
 fn heads(@builtin(workgroup_id) g: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    if (stopped_uniform(lid)) {
+        return;
+    }
     let h = g.x;
-    let q_at = HOT_AT + h * 4u * DK;
-    let k_at = q_at + 2u * DK;
-    let nq = hot(MID_AT + h * DK, q_at, lid, h);
-    let nk = hot(MID_AT + HEADS * DK + h * DK, k_at, lid, h);
+    let q_at = P.hot_at + h * 4u * P.dk;
+    let k_at = q_at + 2u * P.dk;
+    let nq = hot(P.mid_at + h * P.dk, q_at, lid, h);
+    let nk = hot(P.mid_at + P.heads * P.dk + h * P.dk, k_at, lid, h);
     if (lid == 0u) {
         norm_entries(q_at, nq, constant(1u), h);
         norm_entries(k_at, nk, 1.0, h);
         // β reaches the state only through a key.
         wg_beta = 0.0;
         if (nk > 0u) {
-            wg_beta = beta_of(wf(MID_AT + CHANNELS + HEADS * DV + h), h);
+            wg_beta = beta_of(wf(P.mid_at + P.channels + P.heads * P.dv + h), h);
         }
-        wg_alpha = alpha_of(wf(MID_AT + CHANNELS + HEADS * DV + HEADS + h), h);
+        wg_alpha = alpha_of(wf(P.mid_at + P.channels + P.heads * P.dv + P.heads + h), h);
     }
     storageBarrier();
     workgroupBarrier();
     let alpha = wg_alpha;
     let beta = wg_beta;
-    let base = h * DK * DV;
+    let base = h * P.dk * P.dv;
     if (alpha != 1.0) {
-        for (var i = lid; i < DK * DV; i += 64u) {
+        for (var i = lid; i < P.dk * P.dv; i += 64u) {
             state[base + i] = state[base + i] * alpha;
         }
     }
     storageBarrier();
     // Column j of the head's state: kv = Sᵀk, δ = β(v − kv), S += k ⊗ δ, o = Sᵀq.
-    for (var j = lid; j < DV; j += 64u) {
+    for (var j = lid; j < P.dv; j += 64u) {
         var kv = 0.0;
         for (var e = 0u; e < nk; e += 1u) {
-            kv = kv + state[base + work[k_at + 2u * e] * DV + j] * wf(k_at + 2u * e + 1u);
+            kv = kv + state[base + work[k_at + 2u * e] * P.dv + j] * wf(k_at + 2u * e + 1u);
         }
-        let v = silu(0.0 + wf(MID_AT + 2u * HEADS * DK + h * DV + j), h);
+        let v = silu(0.0 + wf(P.mid_at + 2u * P.heads * P.dk + h * P.dv + j), h);
         let delta = beta * (v - kv);
         for (var e = 0u; e < nk; e += 1u) {
-            let at = base + work[k_at + 2u * e] * DV + j;
+            let at = base + work[k_at + 2u * e] * P.dv + j;
             state[at] = state[at] + wf(k_at + 2u * e + 1u) * delta;
         }
         var o = 0.0;
         for (var e = 0u; e < nq; e += 1u) {
-            o = o + state[base + work[q_at + 2u * e] * DV + j] * wf(q_at + 2u * e + 1u);
+            o = o + state[base + work[q_at + 2u * e] * P.dv + j] * wf(q_at + 2u * e + 1u);
         }
-        work[O_AT + h * DV + j] = bitcast<u32>(o);
+        work[P.o_at + h * P.dv + j] = bitcast<u32>(o);
     }
     storageBarrier();
     // RMSNormGated: o · rsqrt(mean(o²) + ε) · w · silu(z).
-    for (var j = lid; j < DV; j += 64u) {
+    for (var j = lid; j < P.dv; j += 64u) {
         var ss = 0.0;
-        for (var i = 0u; i < DV; i += 1u) {
-            let o = wf(O_AT + h * DV + i);
+        for (var i = 0u; i < P.dv; i += 1u) {
+            let o = wf(P.o_at + h * P.dv + i);
             ss = ss + o * o;
         }
         let eps = constant(0u);
         var mean = eps;
         if (ss != 0.0) {
-            let d = div_rn(ss, f32(DV));
+            let d = div_rn(ss, f32(P.dv));
             if (d.flags != 0u) {
                 fail(ERR_NORM, h, ss);
             }
             mean = d.value + eps;
         }
         let n = rsqrt(mean, h);
-        let z = silu(wf(MID_AT + CHANNELS + h * DV + j), h);
-        let norm = bitcast<f32>(w[VEC_TABLE + 2u * HEADS + j]);
-        work[G_AT + h * DV + j] = bitcast<u32>(wf(O_AT + h * DV + j) * n * norm * z);
+        let z = silu(wf(P.mid_at + P.channels + h * P.dv + j), h);
+        let gain = bitcast<f32>(w[P.vec_table + 2u * P.heads + j]);
+        work[P.g_at + h * P.dv + j] = bitcast<u32>(wf(P.o_at + h * P.dv + j) * n * gain * z);
     }
 }
 
 @compute @workgroup_size(64)
 fn output(@builtin(global_invocation_id) id: vec3<u32>) {
-    if (id.x < D) {
-        atomicStore(&out[4u + id.x], bitcast<u32>(row_product(OUT_TABLE, id.x, G_AT)));
+    let r = id.x;
+    if (r >= D || stopped()) {
+        return;
+    }
+    let y = row_product(P.out_table, r, P.g_at);
+    work[Y_AT + r] = bitcast<u32>(y);
+    // The residual add, on the channels W_out writes only (the rows with an entry), so that no
+    // other channel picks up a −0.
+    if (w[P.out_table + r + 1u] > w[P.out_table + r]) {
+        work[X_AT + r] = bitcast<u32>(wf(X_AT + r) + y);
     }
 }

@@ -16,6 +16,8 @@
 
 pub mod bitnet;
 pub mod deltanet;
+pub mod launch;
+pub mod machine;
 pub mod qwengpu;
 pub mod swiglu;
 
@@ -299,28 +301,32 @@ impl Gpu {
     }
 
     /// The named entry points of a WGSL module as compute pipelines sharing one bind group
-    /// layout (so one bind group serves a pass through several): `bindings` storage buffers,
-    /// the first read-only.
+    /// layout (so one bind group serves a pass through several), binding i of kind
+    /// `bindings[i]`.
     fn pipelines<const N: usize>(
         &self,
         label: &str,
         source: String,
-        bindings: u32,
+        bindings: &[Binding],
         entries: [&str; N],
     ) -> [wgpu::ComputePipeline; N] {
         let desc = wgpu::ShaderModuleDescriptor { label: Some(label), source: wgpu::ShaderSource::Wgsl(source.into()) };
         let module = self.device.create_shader_module(desc);
-        let storage = |binding: u32| wgpu::BindGroupLayoutEntry {
-            binding,
+        let entry = |(binding, kind): (usize, &Binding)| wgpu::BindGroupLayoutEntry {
+            binding: binding as u32,
             visibility: wgpu::ShaderStages::COMPUTE,
             ty: wgpu::BindingType::Buffer {
-                ty: wgpu::BufferBindingType::Storage { read_only: binding == 0 },
+                ty: match kind {
+                    Binding::Uniform => wgpu::BufferBindingType::Uniform,
+                    Binding::Read => wgpu::BufferBindingType::Storage { read_only: true },
+                    Binding::ReadWrite => wgpu::BufferBindingType::Storage { read_only: false },
+                },
                 has_dynamic_offset: false,
                 min_binding_size: None,
             },
             count: None,
         };
-        let layout_entries: Vec<_> = (0..bindings).map(storage).collect();
+        let layout_entries: Vec<_> = bindings.iter().enumerate().map(entry).collect();
         let group = self.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: Some(label),
             entries: &layout_entries,
@@ -342,54 +348,59 @@ impl Gpu {
         })
     }
 
-    /// Tokens one after another through `steps` (each pipeline over its workgroups), a pass each
-    /// submitted without waiting: before each, the token's words are written to the start of
-    /// `input` and the last binding's [`OUTCOME`] words are cleared. The first `out_words` of the
-    /// last binding come back [`CHUNK`] tokens at a time, one vector per token (a wait per token
-    /// costs more than a small layer's work).
+    /// Tokens one after another through `steps` (each pipeline over its workgroups, all with
+    /// `group`), a pass each submitted without waiting: before each, the token's words are
+    /// written to `input` at word `at` and `outcome`'s first [`OUTCOME`] words are cleared. Those
+    /// words and `output`'s `words` from word `from` come back [`CHUNK`] tokens at a time, one
+    /// vector per token (a wait per token costs more than a small layer's work).
     async fn passes(
         &self,
         steps: &[(&wgpu::ComputePipeline, u32)],
-        bindings: &[&wgpu::Buffer],
-        input: &wgpu::Buffer,
+        group: &wgpu::BindGroup,
+        (input, at): (&wgpu::Buffer, usize),
         tokens: &[Vec<u32>],
-        out_words: usize,
+        outcome: &wgpu::Buffer,
+        (output, from, words): (&wgpu::Buffer, usize, usize),
     ) -> Result<Vec<Vec<u32>>, GpuError> {
-        let (Some((first, _)), Some(out)) = (steps.first(), bindings.last()) else {
-            return Err(GpuError::Gpu("passes without a pipeline or an output".into()));
-        };
         self.check_workgroups(steps.iter().map(|(_, n)| *n))?;
-        let group = self.bind_group(first, bindings);
-        let out_bytes = 4 * out_words as u64;
+        let stride = 4 * (OUTCOME + words) as u64;
         let mut outs = Vec::with_capacity(tokens.len());
         for chunk in tokens.chunks(CHUNK) {
             let errors = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
             let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("outputs"),
-                size: out_bytes * chunk.len() as u64,
+                size: stride * chunk.len() as u64,
                 usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
                 mapped_at_creation: false,
             });
-            for (t, words) in chunk.iter().enumerate() {
-                self.queue.write_buffer(input, 0, &words_to_bytes(words));
-                self.queue.write_buffer(out, 0, &[0; 4 * OUTCOME]);
+            for (t, token) in chunk.iter().enumerate() {
+                self.queue.write_buffer(input, 4 * at as u64, &words_to_bytes(token));
+                self.queue.write_buffer(outcome, 0, &[0; 4 * OUTCOME]);
                 let mut encoder = self.device.create_command_encoder(&Default::default());
                 {
                     let mut pass = encoder.begin_compute_pass(&Default::default());
-                    pass.set_bind_group(0, &group, &[]);
+                    pass.set_bind_group(0, group, &[]);
                     for (pipeline, n) in steps {
                         pass.set_pipeline(pipeline);
                         pass.dispatch_workgroups(*n, 1, 1);
                     }
                 }
-                encoder.copy_buffer_to_buffer(out, 0, &staging, out_bytes * t as u64, out_bytes);
+                let to = stride * t as u64;
+                encoder.copy_buffer_to_buffer(outcome, 0, &staging, to, 4 * OUTCOME as u64);
+                encoder.copy_buffer_to_buffer(
+                    output,
+                    4 * from as u64,
+                    &staging,
+                    to + 4 * OUTCOME as u64,
+                    4 * words as u64,
+                );
                 self.queue.submit([encoder.finish()]);
             }
             if let Some(e) = errors.pop().await {
                 return Err(GpuError::Gpu(e.to_string()));
             }
-            let words = bytes_to_words(&self.map_read(&staging).await?);
-            outs.extend(words.chunks_exact(out_words).map(<[u32]>::to_vec));
+            let got = bytes_to_words(&self.map_read(&staging).await?);
+            outs.extend(got.chunks_exact(OUTCOME + words).map(<[u32]>::to_vec));
         }
         Ok(outs)
     }
@@ -444,9 +455,22 @@ fn bytes_to_words(bytes: &[u8]) -> Vec<u32> {
     bytes.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
 }
 
-/// The words an output buffer of [`Gpu::passes`] starts with: error code, where, argument bits
-/// and a spare word.
-const OUTCOME: usize = 4;
+/// The words an outcome of [`Gpu::passes`] has: error code, where, argument bits, position and
+/// layer (`second.wgsl`).
+const OUTCOME: usize = 5;
+
+/// What a binding of [`Gpu::pipelines`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Binding {
+    Uniform,
+    Read,
+    ReadWrite,
+}
+
+/// `n` storage bindings, the first read-only.
+fn storage_bindings(n: usize) -> Vec<Binding> {
+    (0..n).map(|i| if i == 0 { Binding::Read } else { Binding::ReadWrite }).collect()
+}
 /// Tokens whose outputs are read back together, at most.
 pub const CHUNK: usize = 256;
 
@@ -505,6 +529,8 @@ pub fn block_on<F: Future>(f: F) -> F::Output {
 mod checks;
 #[cfg(test)]
 mod deltanet_checks;
+#[cfg(test)]
+mod machine_checks;
 #[cfg(test)]
 mod swiglu_checks;
 #[cfg(all(test, not(target_arch = "wasm32")))]

@@ -12,7 +12,7 @@
 //!   `(target, weight bits)` pairs; `out` is `d_v` places `(channel, group, offset)`. The
 //!   constants are the CPU's own f32 values.
 
-use super::{Gpu, GpuError};
+use super::{storage_bindings, Gpu, GpuError};
 use crate::qwengpu::head::{Columns, MemLayer};
 use crate::qwengpu::mlp::{MlpLayer, NO_SECOND};
 use crate::qwengpu::net::{silu, Layer, State, Stream, StreamError};
@@ -201,7 +201,7 @@ impl GpuLayers {
         );
         let source: String = [header.as_str(), include_str!("exact.wgsl"), include_str!("qwengpu.wgsl")].concat();
         // Both entry points share one layout, so one bind group serves a batch's pass.
-        let [pipeline, next] = gpu.pipelines("qwengpu", source, 5, ["main", "next"]);
+        let [pipeline, next] = gpu.pipelines("qwengpu", source, &storage_bindings(5), ["main", "next"]);
         let words = |v: &[u32]| v.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>();
         let this = GpuLayers {
             pipeline,

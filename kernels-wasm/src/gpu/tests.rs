@@ -203,3 +203,24 @@ fn swiglu_bad_input_is_named() {
         block_on(super::swiglu_checks::swiglu_bad_input_is_named(gpu))
     }
 }
+
+/// The second machine on lavapipe as a language model: kernels launched in one context, every
+/// chosen token the interpreter's, the arrays the suite's plain Rust's, the DeltaNet states the
+/// CPU runner's (`machine_checks`). QWENGPU_MACHINE_KERNELS names other kernels (`all`: the suite).
+#[test]
+fn the_machine_runs_kernels_in_lockstep() {
+    let Some(gpu) = gpu() else { return };
+    let names = std::env::var("QWENGPU_MACHINE_KERNELS").unwrap_or_else(|_| "reverse,warp_scan".into());
+    let all: Vec<&str> = crate::qwengpu::suite::kernels().iter().map(|k| k.name).collect();
+    let kernels: Vec<&str> = if names == "all" { all } else { names.split(',').collect() };
+    let cpu_too = kernels.len() <= 4;
+    let chosen = block_on(super::machine_checks::machine_launches_are_the_interpreters(gpu, &kernels, cpu_too));
+    eprintln!("{} kernels in lockstep on {}: {chosen} tokens chosen", kernels.len(), gpu.adapter);
+}
+
+#[test]
+fn machine_bad_input_is_named() {
+    if let Some(gpu) = gpu() {
+        block_on(super::machine_checks::machine_bad_input_is_named(gpu))
+    }
+}

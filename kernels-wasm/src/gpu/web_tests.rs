@@ -93,3 +93,19 @@ async fn swiglu_bad_input_is_named() {
         super::swiglu_checks::swiglu_bad_input_is_named(&g).await
     }
 }
+
+/// The second machine as a language model on WebGPU: a kernel launched in lockstep, every chosen
+/// token the interpreter's, the DeltaNet states the CPU runner's after it.
+#[test]
+async fn the_machine_runs_a_kernel_in_lockstep() {
+    if let Some(g) = gpu().await {
+        super::machine_checks::machine_launches_are_the_interpreters(&g, &["warp_broadcast"], true).await;
+    }
+}
+
+#[test]
+async fn machine_bad_input_is_named() {
+    if let Some(g) = gpu().await {
+        super::machine_checks::machine_bad_input_is_named(&g).await
+    }
+}

@@ -83,15 +83,13 @@ pub fn launch(
 pub fn launch_observed(
     runner: &mut Runner,
     splice: &Splice,
-    (spec, program): (MachineSpec, &Program),
+    machine: (MachineSpec, &Program),
     memory: &[u32],
     launch: &Launch,
     max_steps: u64,
     mut fed: impl FnMut(Fed, &Runner) -> ControlFlow<()>,
 ) -> Result<Launched, LaunchError> {
-    let mut m = Machine::new(spec, program.clone(), memory, launch.clone())?;
-    let rf = &splice.registers;
-    let prompt = rf.prompt_tokens(program, launch, memory)?;
+    let (mut check, prompt) = Lockstep::new(splice, machine, memory, launch, max_steps)?;
     // The prompt is the host's: it runs CHUNK positions at a time (the same bits as one by one).
     let mut logits = Vec::new();
     for (c, chunk) in prompt.chunks(CHUNK).enumerate() {
@@ -105,88 +103,136 @@ pub fn launch_observed(
             return Err(LaunchError::Stopped { steps: 0 });
         }
     }
-    let mut out = Launched {
-        global: m.global.clone(),
-        steps: 0,
-        tokens: prompt.len() as u64,
-        prompt: prompt.len() as u64,
-        chosen: 0,
-        stores: 0,
-    };
-    let sent = register_file::sent(program);
-    let mut last = StepRecord { warp: 0, block: 0, mask: 0 };
     loop {
-        if m.steps >= max_steps && !m.finished() {
-            return Err(MachineError::StepLimit(max_steps).into());
+        // The model names the next token, and the interpreter beside it must have the same.
+        let f = check.take(splice.machine_token(argmax(&logits) as usize))?;
+        logits = runner.forward(splice.token_id(f.token))?;
+        let flow = fed(f, runner);
+        if check.ended() {
+            // A stop asked at the launch's end record changes nothing.
+            return Ok(check.launched);
         }
-        // The model names the next record (after the prompt, the first; after the last step,
-        // `END`), and the interpreter beside it must have the same.
-        let next = m.next_record();
-        let record = record_token(next);
-        let got = splice.machine_token(argmax(&logits) as usize);
-        if got != Some(record) {
-            let at = next.unwrap_or(last);
-            return Err(LaunchError::Diverged {
-                step: m.steps,
-                warp: at.warp,
-                block: at.block,
-                token: 0,
-                got,
-                want: record,
-            });
-        }
-        logits = runner.forward(splice.token_id(record))?;
-        out.tokens += 1;
-        out.chosen += 1;
-        let record_fed = |ends_step, steps| Fed { token: record, chosen: true, steps, tokens: out.tokens, ends_step };
-        let Some(_) = next else {
-            // The launch is over: a stop asked at its end record changes nothing.
-            let _ = fed(record_fed(false, m.steps), runner);
-            break;
-        };
-        let (step, stored) = m.step_stored()?.ok_or(MachineError::StepLimit(m.steps))?;
-        last = step;
-        let live_out = sent[step.block];
-        let want = RegisterFile::step_tokens(&step, live_out, &m.warps[step.warp].regs, &stored);
-        let mut flow = fed(record_fed(want.len() == 1, m.steps), runner);
-        // A lane's slots: two per live-out register, then three per store (index, low, high).
-        let regs = 2 * live_out.count_ones() as usize;
-        let spaces = store_slots(&program.blocks[step.block]);
-        let per_lane = regs + 3 * spaces.len();
-        let mut index = 0;
-        for (i, &w) in want.iter().enumerate().skip(1) {
-            let got = splice.machine_token(argmax(&logits) as usize);
-            let Some(Token::Val(v)) = got.filter(|&g| g == w) else {
-                let (step, warp, block) = (m.steps - 1, step.warp, step.block);
-                return Err(LaunchError::Diverged { step, warp, block, token: i, got, want: w });
-            };
-            logits = runner.forward(splice.token_id(Token::Val(v)))?;
-            out.chosen += 1;
-            out.tokens += 1;
-            let ends_step = i + 1 == want.len();
-            flow =
-                fed(Fed { token: Token::Val(v), chosen: true, steps: m.steps, tokens: out.tokens, ends_step }, runner);
-            // The model's store tokens write the host's copy of global memory.
-            let slot = (i - 1) % per_lane;
-            if slot >= regs {
-                let (k, part) = ((slot - regs) / 3, (slot - regs) % 3);
-                let global = !spaces[k].1;
-                let word = out.global.get_mut(index).filter(|_| global);
-                match (part, word) {
-                    (0, _) => index = v as usize,
-                    (1, Some(w)) => *w = (*w & 0xffff_0000) | u32::from(v),
-                    (2, Some(w)) => *w = (*w & 0xffff) | u32::from(v) << 16,
-                    _ => {}
-                }
-                out.stores += u64::from(part == 2 && global);
-            }
-        }
-        out.steps = m.steps;
-        if flow.is_break() && !m.finished() {
-            return Err(LaunchError::Stopped { steps: m.steps });
+        if f.ends_step && flow.is_break() && !check.machine.finished() {
+            return Err(LaunchError::Stopped { steps: f.steps });
         }
     }
-    Ok(out)
+}
+
+/// The interpreter beside a model that generates a launch: it gives the prompt, then checks each
+/// token the model chose against its own, one at a time, and keeps global memory as the model's
+/// store tokens write it. The CPU's launch ([`launch`]) and the GPU's (`gpu::machine`) both
+/// answer to it.
+pub struct Lockstep<'p> {
+    pub machine: Machine,
+    program: &'p Program,
+    /// Per block, the live-out registers a step of it sends.
+    sent: Vec<u32>,
+    /// The current step, the tokens it is due (its record first) and how many were taken.
+    step: StepRecord,
+    want: Vec<Token>,
+    taken: usize,
+    max_steps: u64,
+    ended: bool,
+    /// The global word the current store writes (its index token came first).
+    index: usize,
+    pub launched: Launched,
+}
+
+impl<'p> Lockstep<'p> {
+    /// The interpreter for `program` with `memory` and `launch`, and the prompt that feeds them
+    /// to the model.
+    pub fn new(
+        splice: &Splice,
+        (spec, program): (MachineSpec, &'p Program),
+        memory: &[u32],
+        launch: &Launch,
+        max_steps: u64,
+    ) -> Result<(Self, Vec<Token>), LaunchError> {
+        let machine = Machine::new(spec, program.clone(), memory, launch.clone())?;
+        let prompt = splice.registers.prompt_tokens(program, launch, memory)?;
+        let n = prompt.len() as u64;
+        let launched =
+            Launched { global: machine.global.clone(), steps: 0, tokens: n, prompt: n, chosen: 0, stores: 0 };
+        let step = StepRecord { warp: 0, block: 0, mask: 0 };
+        let sent = register_file::sent(program);
+        let (want, taken, ended, index) = (Vec::new(), 0, false, 0);
+        Ok((Lockstep { machine, program, sent, step, want, taken, max_steps, ended, index, launched }, prompt))
+    }
+
+    /// Whether the launch's end record was taken: nothing more is due.
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
+    /// Checks the token the model chose (`None`: not a machine token) against the
+    /// interpreter's, and steps the interpreter at each record.
+    pub fn take(&mut self, got: Option<Token>) -> Result<Fed, LaunchError> {
+        let m = &mut self.machine;
+        if self.taken < self.want.len() {
+            let (i, want, step) = (self.taken, self.want[self.taken], self.step);
+            let Some(Token::Val(v)) = got.filter(|&g| g == want) else {
+                let (step, warp, block) = (m.steps - 1, step.warp, step.block);
+                return Err(LaunchError::Diverged { step, warp, block, token: i, got, want });
+            };
+            self.taken += 1;
+            self.store(i, v);
+            return Ok(self.fed(Token::Val(v)));
+        }
+        if self.ended || (m.steps >= self.max_steps && !m.finished()) {
+            return Err(MachineError::StepLimit(self.max_steps).into());
+        }
+        // After the prompt the first record; after the last step, `END`.
+        let next = m.next_record();
+        let record = record_token(next);
+        if got != Some(record) {
+            let at = next.unwrap_or(self.step);
+            let (step, warp, block) = (m.steps, at.warp, at.block);
+            return Err(LaunchError::Diverged { step, warp, block, token: 0, got, want: record });
+        }
+        let Some(_) = next else {
+            self.ended = true;
+            return Ok(self.fed(record));
+        };
+        let (step, stored) = m.step_stored()?.ok_or(MachineError::StepLimit(m.steps))?;
+        let live_out = self.sent[step.block];
+        self.want = RegisterFile::step_tokens(&step, live_out, &m.warps[step.warp].regs, &stored);
+        (self.step, self.taken) = (step, 1);
+        Ok(self.fed(record))
+    }
+
+    /// A chosen token taken: counted, and whether it ends its step.
+    fn fed(&mut self, token: Token) -> Fed {
+        let out = &mut self.launched;
+        (out.tokens, out.chosen) = (out.tokens + 1, out.chosen + 1);
+        let ends_step = !self.ended && self.taken == self.want.len();
+        if ends_step {
+            out.steps = self.machine.steps;
+        }
+        Fed { token, chosen: true, steps: self.machine.steps, tokens: out.tokens, ends_step }
+    }
+
+    /// VAL token `i` of the step, `v`: where it is a store's, it writes the host's copy of
+    /// global memory.
+    fn store(&mut self, i: usize, v: u16) {
+        // A lane's slots: two per live-out register, then three per store (index, low, high).
+        let regs = 2 * self.sent[self.step.block].count_ones() as usize;
+        let spaces = store_slots(&self.program.blocks[self.step.block]);
+        let slot = (i - 1) % (regs + 3 * spaces.len());
+        if slot < regs {
+            return;
+        }
+        let (k, part) = ((slot - regs) / 3, (slot - regs) % 3);
+        let global = !spaces[k].1;
+        let out = &mut self.launched;
+        let word = out.global.get_mut(self.index).filter(|_| global);
+        match (part, word) {
+            (0, _) => self.index = v as usize,
+            (1, Some(w)) => *w = (*w & 0xffff_0000) | u32::from(v),
+            (2, Some(w)) => *w = (*w & 0xffff) | u32::from(v) << 16,
+            _ => {}
+        }
+        out.stores += u64::from(part == 2 && global);
+    }
 }
 
 /// A step's record as its token; [`END`] once the launch has finished.
