@@ -7,6 +7,9 @@
 //! and a token that is not the interpreter's stops the launch (`splice::launch`).
 
 use anyhow::{bail, Context, Result};
+use kernels_wasm::gpu::launch::launch as gpu_launch;
+use kernels_wasm::gpu::machine::GpuMachine;
+use kernels_wasm::gpu::{block_on, Gpu};
 use kernels_wasm::qwen3::model::Model;
 use kernels_wasm::qwengpu::compiled::Compiled;
 use kernels_wasm::qwengpu::control::CTRL;
@@ -29,6 +32,10 @@ pub struct Args {
     /// Which design to time.
     #[arg(long, value_enum, default_value_t = Design::Both)]
     design: Design,
+    /// Also time the second machine on WebGPU (wgpu: Vulkan here, Mesa lavapipe without a GPU),
+    /// in the same run.
+    #[arg(long)]
+    gpu: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -64,6 +71,9 @@ pub fn run(args: Args) -> Result<()> {
     }
     if args.design != Design::First {
         second(&chosen, args.reps)?;
+    }
+    if args.gpu {
+        second_on_gpu(&chosen, args.reps)?;
     }
     Ok(())
 }
@@ -125,6 +135,57 @@ fn second(chosen: &[&SuiteKernel], reps: usize) -> Result<()> {
         "(whole launches: the prompt, fed 64 positions at a time, then each record and VAL token the model \
          chooses, one position at a time)"
     );
+    Ok(())
+}
+
+/// The second machine on WebGPU: each kernel's launch timed whole on a machine uploaded afresh
+/// (the upload not timed), every chosen token checked against the interpreter's as it comes back.
+fn second_on_gpu(chosen: &[&SuiteKernel], reps: usize) -> Result<()> {
+    let (c, spec) = (TINY_TEXT, MachineSpec::second());
+    let model = Model::random_float(c, 3);
+    let splice = Splice::new(c)?;
+    let norms = splice.norms(&model);
+    let gpu = block_on(Gpu::new()).context("opening a WebGPU adapter")?;
+    println!("\nsecond machine on WebGPU, {} (one submission a token, the argmax on the GPU):", gpu.adapter);
+    println!(
+        "{:<18} {:>6} {:>7} {:>7} {:>9} {:>9} {:>10}  checked",
+        "kernel", "steps", "tokens", "chosen", "ms", "steps/s", "tokens/s"
+    );
+    let (mut steps, mut tokens, mut secs) = (0u64, 0u64, 0f64);
+    for k in chosen {
+        let (kernel, p, _) = k.machine(k.ptx, &spec).map_err(anyhow::Error::msg)?;
+        let (mut times, mut out) = (Vec::new(), None);
+        for _ in 0..reps {
+            let mut machine = GpuMachine::new(&gpu, &splice, &norms, 1 << 20)?;
+            let t = Instant::now();
+            let program = (spec, &kernel.program);
+            let launched =
+                block_on(gpu_launch((&gpu, &mut machine), &splice, program, &p.memory, &p.launch, 1_000_000, |_| {}))
+                    .with_context(|| k.name.to_string())?;
+            times.push(t.elapsed().as_secs_f64());
+            if p.read_arrays(&launched.global) != k.expected(&p) {
+                bail!("{}: the arrays differ from the plain Rust version", k.name);
+            }
+            out = Some(launched);
+        }
+        let (Some(out), m) = (out, median(times)) else { continue };
+        println!(
+            "{:<18} {:>6} {:>7} {:>7} {:>9.1} {:>9.1} {:>10.0}  every chosen token the interpreter's",
+            k.name,
+            out.steps,
+            out.tokens,
+            out.chosen,
+            m * 1e3,
+            out.steps as f64 / m,
+            out.tokens as f64 / m
+        );
+        (steps, tokens, secs) = (steps + out.steps, tokens + out.tokens, secs + m);
+    }
+    let (s, t) = (steps as f64 / secs, tokens as f64 / secs);
+    println!("{:<18} {:>6} {:>7} {:>7} {:>9.1} {:>9.1} {:>10.0}", "all", steps, tokens, "", secs * 1e3, s, t);
+    if gpu.adapter.software {
+        println!("({} is a CPU emulation: these times are for regressions only)", gpu.adapter.name);
+    }
     Ok(())
 }
 

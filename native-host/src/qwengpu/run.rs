@@ -11,8 +11,11 @@ use super::read_ptx;
 use super::{checkpoint, drift::model_path};
 use crate::ebpf::models;
 use crate::ebpf::tokenize::TextTokenizer;
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+use kernels_wasm::gpu::launch::launch as gpu_launch;
+use kernels_wasm::gpu::machine::GpuMachine;
+use kernels_wasm::gpu::{block_on, Gpu};
 use kernels_wasm::qwen3::model::{Config, FloatModel};
 use kernels_wasm::qwengpu::args::{layout, parse, Arg, Layout};
 use kernels_wasm::qwengpu::compiled::Compiled;
@@ -60,10 +63,17 @@ pub struct Args {
     /// The text model for --spliced (GGUF or a Hugging Face directory).
     #[arg(short, long, requires = "spliced")]
     pub model: Option<PathBuf>,
+    /// Run the spliced model's machine positions on WebGPU (wgpu: Vulkan here, Mesa lavapipe
+    /// without a GPU): one submission a token, the next token chosen on the GPU.
+    #[arg(long)]
+    pub gpu: bool,
 }
 
 pub fn run(a: Args) -> Result<()> {
     let inside = a.load.is_some() || a.spliced;
+    if a.gpu && !inside {
+        bail!("--gpu runs the second machine inside the spliced model: add --spliced or --load DIR");
+    }
     // The spliced model holds the second machine: no divider, lanes in turn, a 64-block ROM.
     let spec = if inside { MachineSpec::second() } else { MachineSpec::default() };
     let ptx = read_ptx(&a.file)?;
@@ -98,6 +108,9 @@ pub fn run(a: Args) -> Result<()> {
     Ok(())
 }
 
+/// Positions a launch on the GPU has room for (4 MiB of token ids).
+const GPU_POSITIONS: usize = 1 << 20;
+
 /// The launch inside the spliced model: global memory as its tokens carried it, the steps, the
 /// tokens, and what was checked.
 fn in_the_model(
@@ -107,16 +120,28 @@ fn in_the_model(
     spec: MachineSpec,
 ) -> Result<(Vec<u32>, u64, u64, String)> {
     let SplicedModel { config, model, splice, norms, .. } = spliced_model(a.load.as_deref(), a.model.clone())?;
-    let mut runner = SplicedRunner::spliced_with(config, &model, &splice, norms)?;
     let bar = if a.json { ProgressBar::hidden() } else { spinner()? };
-    let out = launch(&mut runner, &splice, (spec, &kernel.program), memory, launch_of, a.max_steps, |f| {
-        bar.set_message(progress(f));
-        std::ops::ControlFlow::Continue(())
-    })
-    .with_context(|| format!("running {} inside the spliced model", kernel.name))?;
+    let (out, on) = if a.gpu {
+        let gpu = block_on(Gpu::new()).context("opening a WebGPU adapter")?;
+        bar.set_message(format!("uploading the machine's layers to {}", gpu.adapter));
+        let mut machine = GpuMachine::new(&gpu, &splice, &norms, GPU_POSITIONS).context("uploading the machine")?;
+        let program = (spec, &kernel.program);
+        let fed = |f: &Fed| bar.set_message(progress(*f));
+        let out = block_on(gpu_launch((&gpu, &mut machine), &splice, program, memory, launch_of, a.max_steps, fed))
+            .with_context(|| format!("running {} inside the spliced model on {}", kernel.name, gpu.adapter))?;
+        (out, format!(" on {}", gpu.adapter))
+    } else {
+        let mut runner = SplicedRunner::spliced_with(config, &model, &splice, norms)?;
+        let out = launch(&mut runner, &splice, (spec, &kernel.program), memory, launch_of, a.max_steps, |f| {
+            bar.set_message(progress(f));
+            std::ops::ControlFlow::Continue(())
+        })
+        .with_context(|| format!("running {} inside the spliced model", kernel.name))?;
+        (out, String::new())
+    };
     bar.finish_and_clear();
     let how = format!(
-        "{} of the prompt; {} records and VAL tokens chosen by the model's argmax, carrying {} global \
+        "{} of the prompt; {} records and VAL tokens chosen by the model's argmax{on}, carrying {} global \
          stores, each the interpreter's",
         out.prompt, out.chosen, out.stores
     );
