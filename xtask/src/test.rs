@@ -17,17 +17,18 @@ const E2E_BRIDGE_PORT: u16 = 18787;
 const E2E_WEB_PORT: u16 = 18080;
 
 /// The suites, in the order they run.
-const SUITES: [&str; 8] = ["native", "wasm", "neon", "esp32", "avx512", "e2e", "fuzz", "spliced-suite"];
+const SUITES: [&str; 9] = ["native", "wasm", "neon", "esp32", "avx512", "e2e", "fuzz", "spliced-suite", "gpu-suite"];
 /// Run only when named with `--only`: the instrumented fuzz build would push a fresh machine's
 /// run past an hour (the native suite replays the same corpora without libFuzzer), and the
 /// spliced model through all 49 suite kernels takes minutes natively and longer in Chromium (the
-/// default suites run seven kernels' first steps in both).
-const ON_REQUEST: [&str; 2] = ["fuzz", "spliced-suite"];
+/// default suites run seven kernels' first steps in both), and on lavapipe over an hour (the
+/// default suites run two kernels natively and one in Chromium).
+const ON_REQUEST: [&str; 3] = ["fuzz", "spliced-suite", "gpu-suite"];
 
 #[derive(clap::Args)]
 pub struct Args {
     /// Run only these suites, comma-separated: native, wasm, neon, esp32, avx512, e2e, fuzz,
-    /// spliced-suite [default: all but fuzz and spliced-suite].
+    /// spliced-suite, gpu-suite [default: all but fuzz, spliced-suite and gpu-suite].
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Seconds of fuzzing per target in the fuzz suite.
@@ -179,6 +180,16 @@ pub fn run(args: Args) -> Result<()> {
             ["test", "--target", "wasm32-unknown-unknown", "-p", "kernels-wasm", "--lib", "--", "--include-ignored"];
         let wasm = cargo(&[&args[..], &[TEST]].concat(), &in_chromium);
         results.push(("spliced suite, Chromium (wasm-bindgen-test)", t.elapsed(), wasm));
+    }
+
+    if want("gpu-suite") {
+        // About 80 minutes on lavapipe with 2 cores (22 positions a second, 2026-12-07).
+        step("the second machine on WebGPU (lavapipe) through all 49 suite kernels in one context");
+        let t = Instant::now();
+        const TEST: &str = "gpu::tests::the_machine_runs_kernels_in_lockstep";
+        let args = ["test", "--release", "-p", "kernels-wasm", "--features", "gpu", "--lib", "--", TEST, "--nocapture"];
+        let native = cargo(&args, &[("QWENGPU_MACHINE_KERNELS", "all")]);
+        results.push(("the machine on WebGPU, the whole suite (lavapipe, release)", t.elapsed(), native));
     }
 
     if want("fuzz") {
