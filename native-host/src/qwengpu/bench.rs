@@ -14,10 +14,12 @@ use kernels_wasm::qwen3::model::Model;
 use kernels_wasm::qwengpu::compiled::Compiled;
 use kernels_wasm::qwengpu::control::CTRL;
 use kernels_wasm::qwengpu::isa::MachineSpec;
+use kernels_wasm::qwengpu::isa::Program;
 use kernels_wasm::qwengpu::run::{ByKind, Runner};
 use kernels_wasm::qwengpu::splice::launch::launch;
+use kernels_wasm::qwengpu::splice::launch::Launched;
 use kernels_wasm::qwengpu::splice::{Runner as SplicedRunner, Splice, TINY_TEXT};
-use kernels_wasm::qwengpu::suite::{kernels, SuiteKernel};
+use kernels_wasm::qwengpu::suite::{kernels, Prepared, SuiteKernel};
 use std::ops::ControlFlow;
 use std::time::Instant;
 
@@ -81,56 +83,20 @@ pub fn run(args: Args) -> Result<()> {
 /// The second machine spliced into the tiny random llama: each kernel's launch (prompt, records,
 /// the VAL tokens the model picks) timed whole, in a fresh context each run.
 fn second(chosen: &[&SuiteKernel], reps: usize) -> Result<()> {
-    let (c, spec) = (TINY_TEXT, MachineSpec::second());
+    let c = TINY_TEXT;
     let model = Model::random_float(c, 3);
     eprintln!("splicing the second machine into the tiny random llama …");
     let splice = Splice::new(c)?;
     println!("\nsecond machine, in the tiny random llama (text layers {} of hidden {}):", c.layers, c.hidden);
     println!("{}", splice.sizes());
-    println!(
-        "{:<18} {:>6} {:>7} {:>7} {:>9} {:>9} {:>10}  checked",
-        "kernel", "steps", "tokens", "chosen", "ms", "steps/s", "tokens/s"
-    );
-    let (mut steps, mut tokens, mut secs) = (0u64, 0u64, 0f64);
-    for k in chosen {
-        let (kernel, p, _) = k.machine(k.ptx, &spec).map_err(anyhow::Error::msg)?;
-        let mut times = Vec::new();
-        let mut out = None;
-        for _ in 0..reps {
-            let mut runner = SplicedRunner::spliced(c, &model, &splice)?;
-            let t = Instant::now();
-            let go = |_| ControlFlow::Continue(());
-            let launched = launch(&mut runner, &splice, (spec, &kernel.program), &p.memory, &p.launch, 1_000_000, go)
-                .with_context(|| k.name.to_string())?;
-            times.push(t.elapsed().as_secs_f64());
-            if p.read_arrays(&launched.global) != k.expected(&p) {
-                bail!("{}: the arrays differ from the plain Rust version", k.name);
-            }
-            out = Some(launched);
-        }
-        let (Some(out), m) = (out, median(times)) else { continue };
-        println!(
-            "{:<18} {:>6} {:>7} {:>7} {:>9.1} {:>9.1} {:>10.0}  every chosen token the interpreter's",
-            k.name,
-            out.steps,
-            out.tokens,
-            out.chosen,
-            m * 1e3,
-            out.steps as f64 / m,
-            out.tokens as f64 / m
-        );
-        (steps, tokens, secs) = (steps + out.steps, tokens + out.tokens, secs + m);
-    }
-    println!(
-        "{:<18} {:>6} {:>7} {:>7} {:>9.1} {:>9.1} {:>10.0}",
-        "all",
-        steps,
-        tokens,
-        "",
-        secs * 1e3,
-        steps as f64 / secs,
-        tokens as f64 / secs
-    );
+    table(chosen, reps, |k, program, p| {
+        let mut runner = SplicedRunner::spliced(c, &model, &splice)?;
+        let t = Instant::now();
+        let go = |_| ControlFlow::Continue(());
+        let launched = launch(&mut runner, &splice, program, &p.memory, &p.launch, 1_000_000, go)
+            .with_context(|| k.name.to_string())?;
+        Ok((launched, t.elapsed().as_secs_f64()))
+    })?;
     println!(
         "(whole launches: the prompt, fed 64 positions at a time, then each record and VAL token the model \
          chooses, one position at a time)"
@@ -141,12 +107,33 @@ fn second(chosen: &[&SuiteKernel], reps: usize) -> Result<()> {
 /// The second machine on WebGPU: each kernel's launch timed whole on a machine uploaded afresh
 /// (the upload not timed), every chosen token checked against the interpreter's as it comes back.
 fn second_on_gpu(chosen: &[&SuiteKernel], reps: usize) -> Result<()> {
-    let (c, spec) = (TINY_TEXT, MachineSpec::second());
-    let model = Model::random_float(c, 3);
-    let splice = Splice::new(c)?;
+    let model = Model::random_float(TINY_TEXT, 3);
+    let splice = Splice::new(TINY_TEXT)?;
     let norms = splice.norms(&model);
     let gpu = block_on(Gpu::new()).context("opening a WebGPU adapter")?;
     println!("\nsecond machine on WebGPU, {} (one submission a token, the argmax on the GPU):", gpu.adapter);
+    table(chosen, reps, |k, program, p| {
+        let mut machine = GpuMachine::new(&gpu, &splice, &norms, 1 << 20)?;
+        let t = Instant::now();
+        let launched =
+            block_on(gpu_launch((&gpu, &mut machine), &splice, program, &p.memory, &p.launch, 1_000_000, |_| {}))
+                .with_context(|| k.name.to_string())?;
+        Ok((launched, t.elapsed().as_secs_f64()))
+    })?;
+    if gpu.adapter.software {
+        println!("({} is a CPU emulation: these times are for regressions only)", gpu.adapter.name);
+    }
+    Ok(())
+}
+
+/// The second machine's table: each kernel launched `reps` times by `run` (which returns the
+/// launch and its seconds), its arrays checked, the median's row, then the totals.
+fn table(
+    chosen: &[&SuiteKernel],
+    reps: usize,
+    mut run: impl FnMut(&SuiteKernel, (MachineSpec, &Program), &Prepared) -> Result<(Launched, f64)>,
+) -> Result<()> {
+    let spec = MachineSpec::second();
     println!(
         "{:<18} {:>6} {:>7} {:>7} {:>9} {:>9} {:>10}  checked",
         "kernel", "steps", "tokens", "chosen", "ms", "steps/s", "tokens/s"
@@ -156,19 +143,15 @@ fn second_on_gpu(chosen: &[&SuiteKernel], reps: usize) -> Result<()> {
         let (kernel, p, _) = k.machine(k.ptx, &spec).map_err(anyhow::Error::msg)?;
         let (mut times, mut out) = (Vec::new(), None);
         for _ in 0..reps {
-            let mut machine = GpuMachine::new(&gpu, &splice, &norms, 1 << 20)?;
-            let t = Instant::now();
-            let program = (spec, &kernel.program);
-            let launched =
-                block_on(gpu_launch((&gpu, &mut machine), &splice, program, &p.memory, &p.launch, 1_000_000, |_| {}))
-                    .with_context(|| k.name.to_string())?;
-            times.push(t.elapsed().as_secs_f64());
+            let (launched, took) = run(k, (spec, &kernel.program), &p)?;
+            times.push(took);
             if p.read_arrays(&launched.global) != k.expected(&p) {
                 bail!("{}: the arrays differ from the plain Rust version", k.name);
             }
             out = Some(launched);
         }
         let (Some(out), m) = (out, median(times)) else { continue };
+        let (s, t) = (out.steps as f64 / m, out.tokens as f64 / m);
         println!(
             "{:<18} {:>6} {:>7} {:>7} {:>9.1} {:>9.1} {:>10.0}  every chosen token the interpreter's",
             k.name,
@@ -176,16 +159,13 @@ fn second_on_gpu(chosen: &[&SuiteKernel], reps: usize) -> Result<()> {
             out.tokens,
             out.chosen,
             m * 1e3,
-            out.steps as f64 / m,
-            out.tokens as f64 / m
+            s,
+            t
         );
         (steps, tokens, secs) = (steps + out.steps, tokens + out.tokens, secs + m);
     }
     let (s, t) = (steps as f64 / secs, tokens as f64 / secs);
     println!("{:<18} {:>6} {:>7} {:>7} {:>9.1} {:>9.1} {:>10.0}", "all", steps, tokens, "", secs * 1e3, s, t);
-    if gpu.adapter.software {
-        println!("({} is a CPU emulation: these times are for regressions only)", gpu.adapter.name);
-    }
     Ok(())
 }
 
