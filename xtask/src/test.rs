@@ -183,7 +183,7 @@ pub fn run(args: Args) -> Result<()> {
     }
 
     if want("gpu-suite") {
-        // About 80 minutes on lavapipe with 2 cores (22 positions a second, 2026-12-07).
+        // About 90 minutes on lavapipe with 2 cores (22–25 positions a second, 2026-12-07).
         step("the second machine on WebGPU (lavapipe) through all 49 suite kernels in one context");
         let t = Instant::now();
         const TEST: &str = "gpu::tests::the_machine_runs_kernels_in_lockstep";
