@@ -49,15 +49,25 @@ fn chooses() -> bool {
     return atomicLoad(&out[CUR]) + 1u >= atomicLoad(&out[FEED]);
 }
 
+// After an error or the end, or at a position that chooses nothing.
+fn skips() -> bool {
+    return stopped() || !chooses();
+}
+
+// `skips`, uniform across the workgroup (which then meets barriers): every invocation calls it.
+fn skips_uniform(lid: u32) -> bool {
+    if (lid == 0u) {
+        wg_stop = select(0u, 1u, skips());
+    }
+    return workgroupUniformLoad(&wg_stop) != 0u;
+}
+
 var<workgroup> wg_lanes: array<f32, 8>;
 var<workgroup> wg_inv: f32;
 
 @compute @workgroup_size(64)
 fn final_norm(@builtin(local_invocation_index) lid: u32) {
-    if (lid == 0u) {
-        wg_stop = select(1u, 0u, atomicLoad(&out[0]) == 0u && chooses());
-    }
-    if (workgroupUniformLoad(&wg_stop) != 0u) {
+    if (skips_uniform(lid)) {
         return;
     }
     if (lid < 8u) {
@@ -91,7 +101,7 @@ fn final_norm(@builtin(local_invocation_index) lid: u32) {
 @compute @workgroup_size(64)
 fn logits(@builtin(global_invocation_id) id: vec3<u32>) {
     let r = id.x;
-    if (r >= P.head_rows || stopped() || !chooses()) {
+    if (r >= P.head_rows || skips()) {
         return;
     }
     var l = 0.0;
@@ -109,10 +119,7 @@ const NONE: u32 = 0xffffffffu;
 
 @compute @workgroup_size(64)
 fn argmax(@builtin(local_invocation_index) lid: u32) {
-    if (lid == 0u) {
-        wg_stop = select(1u, 0u, atomicLoad(&out[0]) == 0u && chooses());
-    }
-    if (workgroupUniformLoad(&wg_stop) != 0u) {
+    if (skips_uniform(lid)) {
         return;
     }
     // Each invocation the first of its rows' largest logits above 0 (a NaN is never larger).
