@@ -5,8 +5,8 @@
 //! plain Rust written here from the CUDA source; and its refusals of bad launches and of what the
 //! machine cannot run.
 //!
-//! Every kernel runs twice: on the first design's compiled layers (`run`'s default) and inside
-//! the second machine spliced into SmolLM2 (`--spliced`, where `cargo xtask test` has fetched
+//! Every kernel runs twice: on the first design's compiled layers (`--design first`) and inside
+//! the second machine spliced into SmolLM2 (`run`'s default, where `cargo xtask test` has fetched
 //! the model), where the model's argmax picks every record and VAL token; both must give the
 //! plain Rust arrays.
 
@@ -19,16 +19,18 @@ fn run(file: &str, launch: &[&str], args: &[String]) -> Output {
     run_in(None, file, launch, args)
 }
 
-/// `run`, inside the spliced text model `spliced` where given.
+/// `run` inside the spliced text model `spliced` (the default design) where given, else on the
+/// first design.
 fn run_in(spliced: Option<&OsStr>, file: &str, launch: &[&str], args: &[String]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_native-host"));
     cmd.args(["qwengpu", "run", &format!("{KERNELS}/{file}"), "--json"]).args(launch);
     for a in args {
         cmd.arg(format!("--arg={a}"));
     }
-    if let Some(m) = spliced {
-        cmd.arg("--spliced").arg("-m").arg(m);
-    }
+    match spliced {
+        Some(m) => cmd.arg("-m").arg(m),
+        None => cmd.args(["--design", "first"]),
+    };
     cmd.output().expect("run native-host")
 }
 
@@ -389,28 +391,71 @@ fn recursion_function_pointers_and_64_bit_division_are_refused_by_line() {
     for (name, body, needle) in cases {
         let file = dir.join(name);
         std::fs::write(&file, format!("#include \"qwengpu.h\"\n{body}")).unwrap();
-        let out = Command::new(env!("CARGO_BIN_EXE_native-host"))
-            .args(["qwengpu", "run"])
-            .arg(&file)
-            .args(["--block", "4", "--arg", "[1,2,3,4]", "--arg", "zeros:4"])
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success() && err.contains("PTX line") && err.contains(needle), "{name}: {err}");
+        // Both designs lower the same PTX; the default (second) refuses before loading a model.
+        for design in [&["--design", "first"][..], &[]] {
+            let out = Command::new(env!("CARGO_BIN_EXE_native-host"))
+                .args(["qwengpu", "run"])
+                .arg(&file)
+                .args(["--block", "4", "--arg", "[1,2,3,4]", "--arg", "zeros:4"])
+                .args(design)
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                !out.status.success() && err.contains("PTX line") && err.contains(needle),
+                "{name} {design:?}: {err}"
+            );
+        }
     }
     let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
 fn the_text_output_names_each_array_and_the_steps() {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_native-host"));
-    cmd.args(["qwengpu", "run", &format!("{KERNELS}/strided_rows.cu"), "--block", "1"]);
-    cmd.args(["--arg", "[1,2,3]", "--arg", "zeros:1", "--arg", "3", "--arg", "3", "--arg", "1"]);
-    let out = cmd.output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains("arg 1 = [1, 2, 3]") && text.contains("arg 2 = [14]"), "{text}");
-    assert!(text.contains("machine steps") && text.contains("tokens"), "{text}");
+    let model = smollm2();
+    let mut designs = vec![vec![OsString::from("--design"), "first".into()]];
+    designs.extend(model.map(|m| vec![OsString::from("-m"), m]));
+    for design in designs {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_native-host"));
+        cmd.args(["qwengpu", "run", &format!("{KERNELS}/strided_rows.cu"), "--block", "1"]).args(&design);
+        cmd.args(["--arg", "[1,2,3]", "--arg", "zeros:1", "--arg", "3", "--arg", "3", "--arg", "1"]);
+        let out = cmd.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{design:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(text.contains("arg 1 = [1, 2, 3]") && text.contains("arg 2 = [14]"), "{design:?}: {text}");
+        assert!(text.contains("machine steps") && text.contains("tokens"), "{design:?}: {text}");
+    }
+}
+
+#[test]
+fn the_default_design_without_a_model_says_how_to_get_one() {
+    // No SmolLM2 anywhere `run` looks: an empty cache and no environment variable.
+    let home = std::env::temp_dir().join(format!("substrates-qwengpu-nomodel-{}", std::process::id()));
+    std::fs::create_dir_all(&home).unwrap();
+    let launch = ["--block", "1", "--arg=[1,2,3]", "--arg=zeros:1", "--arg=3", "--arg=3", "--arg=1"];
+    let out = Command::new(env!("CARGO_BIN_EXE_native-host"))
+        .args(["qwengpu", "run", &format!("{KERNELS}/strided_rows.cu")])
+        .args(launch)
+        .env("HOME", &home)
+        .env_remove("XDG_CACHE_HOME")
+        .env_remove("SUBSTRATES_SMOLLM2_GGUF")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("cargo xtask setup") && err.contains("--design first"), "{err}");
+    // The second design's options are refused with the first design, by name.
+    for (flag, value) in [("--gpu", None), ("--load", Some("dir")), ("-m", Some("model.gguf"))] {
+        let out = Command::new(env!("CARGO_BIN_EXE_native-host"))
+            .args(["qwengpu", "run", &format!("{KERNELS}/strided_rows.cu"), "--design", "first", flag])
+            .args(value)
+            .args(launch)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(flag) && err.contains("--design first"), "{flag}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(home);
 }
 
 #[test]
@@ -430,9 +475,11 @@ fn bad_launches_and_arguments_are_named() {
         ("rotate_hash.cu", vec!["--block", "64"], four("1"), "64 threads"),
         ("rotate_hash.cu", vec!["--grid", "0", "--block", "4"], four("1"), "launch of 0"),
     ];
-    let model = smollm2();
+    // A launch is refused before any model is read, so without SmolLM2 a path that does not
+    // exist serves to check the default design.
+    let model = smollm2().unwrap_or_else(|| "no-such-model.gguf".into());
     for (file, launch, args, needle) in cases {
-        for spliced in [None, model.as_deref()] {
+        for spliced in [None, Some(model.as_os_str())] {
             let out = run_in(spliced, file, &launch, &args);
             let err = String::from_utf8_lossy(&out.stderr);
             assert!(!out.status.success() && err.contains(needle), "{launch:?} {args:?} in {spliced:?}: {err}");
@@ -448,16 +495,11 @@ fn a_kernel_over_the_rom_is_refused_by_line() {
     let body = "#include \"qwengpu.h\"\n__global__ void big(unsigned *x)\n{\n#pragma unroll\n\
                 for (int k = 0; k < 40; k++)\n\tx[k] = (x[k] * (k + 3)) ^ (k * 7);\n}\n";
     std::fs::write(&big, body).unwrap();
-    let mut first = Command::new(env!("CARGO_BIN_EXE_native-host"));
-    first.args(["qwengpu", "run"]).arg(&big).args(["--block", "1", "--arg", "zeros:40"]);
-    let mut cases = vec![(first, "ROM's 32 blocks")];
-    // The second design's ROM holds 64 blocks: the same loop is past it at 40 iterations too.
-    if let Some(m) = smollm2() {
-        let mut second = Command::new(env!("CARGO_BIN_EXE_native-host"));
-        second.args(["qwengpu", "run"]).arg(&big).args(["--block", "1", "--arg", "zeros:40", "--spliced", "-m"]).arg(m);
-        cases.push((second, "ROM's 64 blocks"));
-    }
-    for (mut cmd, needle) in cases {
+    // The second design's ROM holds 64 blocks: the same loop is past it at 40 iterations too. It
+    // is refused before any model is loaded, so the default needs no SmolLM2 here.
+    for (design, needle) in [(&["--design", "first"][..], "ROM's 32 blocks"), (&[], "ROM's 64 blocks")] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_native-host"));
+        cmd.args(["qwengpu", "run"]).arg(&big).args(["--block", "1", "--arg", "zeros:40"]).args(design);
         let out = cmd.output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && err.contains("PTX line") && err.contains(needle), "{err}");

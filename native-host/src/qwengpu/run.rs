@@ -2,10 +2,12 @@
 //! the suite's, on the compiled layers, in lockstep with the interpreter after every step. The
 //! arrays come back through VAL tokens and are printed in parameter order.
 //!
-//! With `--load DIR` (a checkpoint `qwengpu splice -o DIR` wrote) or `--spliced` (-m's model
-//! spliced here), the kernel runs on the second machine inside the spliced language model
-//! (`kernels_wasm::qwengpu::splice::launch`): after the host's prompt the model's argmax picks
-//! every record and VAL token, and the arrays are read from the store tokens it picked.
+//! By default the kernel runs on the second machine inside the spliced language model
+//! (`kernels_wasm::qwengpu::splice::launch`): -m's text model (default the SmolLM2 file `cargo
+//! xtask setup` fetches) spliced here, or a checkpoint `qwengpu splice -o DIR` wrote (`--load
+//! DIR`). After the host's prompt the model's argmax picks every record and VAL token, and the
+//! arrays are read from the store tokens it picked. `--design first` runs the first design's
+//! compiled layers instead (about 150 times faster, no text model).
 
 use super::read_ptx;
 use super::{checkpoint, drift::model_path};
@@ -52,16 +54,19 @@ pub struct Args {
     /// Print `{"arrays": [[…], …], "steps": N, "tokens": N}` only.
     #[arg(long)]
     pub json: bool,
-    /// Run inside a spliced checkpoint (`qwengpu splice -o DIR`) instead of the first design's
-    /// compiled layers.
-    #[arg(long)]
+    /// Which machine runs it: the second, inside a spliced language model (the default), or the
+    /// first design's compiled layers alone.
+    #[arg(long, value_enum, default_value_t = Design::Second)]
+    pub design: Design,
+    /// Run inside a spliced checkpoint (`qwengpu splice -o DIR`) instead of splicing -m's model.
+    #[arg(long, conflicts_with = "model")]
     pub load: Option<PathBuf>,
-    /// Run inside -m's text model spliced here (default: the SmolLM2 file `cargo xtask`
-    /// fetches).
-    #[arg(long, conflicts_with = "load")]
+    /// The second design was opt-in before it became the default; still accepted.
+    #[arg(long, hide = true)]
     pub spliced: bool,
-    /// The text model for --spliced (GGUF or a Hugging Face directory).
-    #[arg(short, long, requires = "spliced")]
+    /// The text model to splice the second machine into (GGUF or a Hugging Face directory;
+    /// default: the SmolLM2 file `cargo xtask setup` fetches).
+    #[arg(short, long)]
     pub model: Option<PathBuf>,
     /// Run the spliced model's machine positions on WebGPU (wgpu: Vulkan here, Mesa lavapipe
     /// without a GPU): one submission a token, the next token chosen on the GPU.
@@ -69,10 +74,21 @@ pub struct Args {
     pub gpu: bool,
 }
 
+/// The machine `qwengpu run` launches a kernel on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Design {
+    /// The first design's compiled layers (117 layers on a 97,039-channel stream), no text model.
+    First,
+    /// The second machine inside a spliced language model, every record chosen by its argmax.
+    Second,
+}
+
 pub fn run(a: Args) -> Result<()> {
-    let inside = a.load.is_some() || a.spliced;
-    if a.gpu && !inside {
-        bail!("--gpu runs the second machine inside the spliced model: add --spliced or --load DIR");
+    let inside = a.design == Design::Second;
+    let second_only =
+        [("--spliced", a.spliced), ("--load", a.load.is_some()), ("-m", a.model.is_some()), ("--gpu", a.gpu)];
+    if let Some((flag, _)) = second_only.iter().find(|(_, set)| *set && !inside) {
+        bail!("{flag} is for the second design (inside a spliced model), not --design first");
     }
     // The spliced model holds the second machine: no divider, lanes in turn, a 64-block ROM.
     let spec = if inside { MachineSpec::second() } else { MachineSpec::default() };
@@ -119,7 +135,8 @@ fn in_the_model(
     (memory, launch_of): (&[u32], &kernels_wasm::qwengpu::interp::Launch),
     spec: MachineSpec,
 ) -> Result<(Vec<u32>, u64, u64, String)> {
-    let SplicedModel { config, model, splice, norms, .. } = spliced_model(a.load.as_deref(), a.model.clone())?;
+    let SplicedModel { config, model, splice, norms, .. } = spliced_model(a.load.as_deref(), a.model.clone())
+        .context("the second design runs inside a spliced text model (`--design first` runs without one)")?;
     let bar = if a.json { ProgressBar::hidden() } else { spinner()? };
     let (out, on) = if a.gpu {
         let gpu = block_on(Gpu::new()).context("opening a WebGPU adapter")?;
@@ -140,10 +157,11 @@ fn in_the_model(
         (out, String::new())
     };
     bar.finish_and_clear();
+    let stores = if out.stores == 1 { "1 global store".to_string() } else { format!("{} global stores", out.stores) };
     let how = format!(
-        "{} of the prompt; {} records and VAL tokens chosen by the model's argmax{on}, carrying {} global \
-         stores, each the interpreter's",
-        out.prompt, out.chosen, out.stores
+        "{} of the prompt; {} records and VAL tokens chosen by the model's argmax{on}, carrying {stores}, each \
+         the interpreter's",
+        out.prompt, out.chosen
     );
     Ok((out.global, out.steps, out.tokens, how))
 }
