@@ -14,12 +14,13 @@
 use super::machine::{outcome, scratch_at, Own, Params, Shaders, Step};
 use super::{bytes_to_words, groups_of_64, Gpu, GpuError, OUTCOME};
 use crate::qwengpu::deltanet::{DeltaNetWeights, Matrix};
+use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
 
 /// A DeltaNet layer alone on the GPU, with its state.
 pub struct GpuDeltaNet {
-    shaders: Shaders,
+    shaders: Arc<Shaders>,
     own: Own,
     work: wgpu::Buffer,
     out: wgpu::Buffer,
@@ -110,7 +111,7 @@ impl GpuDeltaNet {
     pub fn new(gpu: &Gpu, w: &DeltaNetWeights) -> Result<GpuDeltaNet, GpuError> {
         let d = w.d_model;
         let own = upload(gpu, w, (&vec![0.0; d], 0.0), 0)?;
-        let shaders = Shaders::new(gpu, d);
+        let shaders = Shaders::of(gpu, d);
         let work = gpu.read_write("deltanet work", scratch_at(d) + own.scratch)?;
         let out = gpu.read_write("deltanet outcome", OUTCOME)?;
         let group = own.group(gpu, &shaders, &work, &out);

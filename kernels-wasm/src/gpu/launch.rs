@@ -18,6 +18,13 @@ pub enum GpuLaunchError {
     Launch(#[from] LaunchError),
     #[error(transparent)]
     Gpu(#[from] GpuError),
+    /// The machine's positions ran out before the model chose the launch's end. How many the
+    /// launch needs is not known until it ends (the steps are the model's).
+    #[error(
+        "the machine's {capacity} positions ran out after the launch's {prompt}-token prompt and {steps} steps, \
+         before the model chose its end: build the machine with room for more positions"
+    )]
+    OutOfRoom { capacity: usize, prompt: u64, steps: u64 },
 }
 
 /// Runs `program` with `memory` and `launch` on `machine` (built from `splice`) at its position,
@@ -52,9 +59,8 @@ pub async fn launch(
         return Err(e.into());
     }
     if !ran.ended || !check.ended() {
-        let what = alloc::string::String::from("a launch's positions");
-        let limit = machine.capacity() as u64;
-        return Err(GpuError::TooLarge { what, need: limit + 1, limit }.into());
+        let (prompt, steps) = (check.launched.prompt, check.launched.steps);
+        return Err(GpuLaunchError::OutOfRoom { capacity: machine.capacity(), prompt, steps });
     }
     Ok(check.launched)
 }

@@ -16,6 +16,7 @@
 use super::{groups_of_64, words_to_bytes, Binding, Gpu, GpuError, CHUNK};
 use crate::qwengpu::splice::{Compiled, Splice, StreamNorms};
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::ops::ControlFlow;
 
@@ -90,16 +91,48 @@ pub(super) fn scratch_at(d: usize) -> usize {
     3 * d
 }
 
-/// `out`'s words before the token ids (`second.wgsl`: the outcome, CUR, NEXT, FEED, CAPACITY).
-const IDS: usize = 12;
+// `out`'s layout and the outcome codes are defined here once: `header` writes them into the
+// shaders' text as WGSL constants, so host and shader cannot disagree on a word.
+
+/// `out`'s words after the outcome: the position being run, the next one, the first one the
+/// model chooses, the positions there is room for; the token ids begin at `IDS`.
 const CUR: usize = 5;
 const NEXT: usize = 6;
 const FEED: usize = 7;
 const CAPACITY: usize = 8;
-/// The outcome code after the end token ran.
+const IDS: usize = 12;
+/// The outcome code after the end token ran: not an error, but nothing runs after it.
 const HALTED: u32 = 100;
-/// The model chose a text token (`head.wgsl`'s `ERR_TEXT`).
-const CHOSE_TEXT: u32 = 8;
+
+const ERR_TOKEN: u32 = 7;
+const ERR_TEXT: u32 = 8;
+const ERR_FULL: u32 = 9;
+const ERR_PRE_NORM: u32 = 11;
+
+/// The error codes the shaders `fail` with: the WGSL name, the code, the step that could not be
+/// exact and what the outcome's `at` counts (empty where [`outcome`] words the error itself).
+const CODES: [(&str, u32, &str, &str); 12] = [
+    ("ERR_SILU", 1, "the DeltaNet's SiLU", "head"),
+    ("ERR_BETA", 2, "the DeltaNet's β = sigmoid(b)", "head"),
+    ("ERR_SOFTPLUS", 3, "the DeltaNet's softplus(a + dt_bias)", "head"),
+    ("ERR_A_LOG", 4, "the DeltaNet's exp(a_log)", "head"),
+    ("ERR_GATE", 5, "the DeltaNet's α = exp(g)", "head"),
+    ("ERR_NORM", 6, "the DeltaNet's norm", "head"),
+    ("ERR_TOKEN", ERR_TOKEN, "", ""),
+    ("ERR_TEXT", ERR_TEXT, "", ""),
+    ("ERR_FULL", ERR_FULL, "", ""),
+    ("ERR_UNIT_SILU", 10, "a SwiGLU gate's SiLU", "unit"),
+    ("ERR_PRE_NORM", ERR_PRE_NORM, "the norm", "channel"),
+    ("ERR_FINAL_NORM", 12, "the final norm's sum of squares", "stream"),
+];
+
+/// The WGSL constants the shaders take from the host: the stream's width `d`, `out`'s layout
+/// and the outcome codes.
+fn header(d: usize) -> String {
+    let layout = [("CUR", CUR), ("NEXT", NEXT), ("FEED", FEED), ("CAPACITY", CAPACITY), ("IDS", IDS)];
+    let words = [("D", d as u32), ("HALTED", HALTED)].into_iter().chain(layout.map(|(n, v)| (n, v as u32)));
+    words.chain(CODES.map(|(n, code, ..)| (n, code))).map(|(n, v)| alloc::format!("const {n}: u32 = {v}u;\n")).collect()
+}
 
 /// A layer's dispatch, by its entry point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,9 +160,22 @@ pub(super) struct Shaders {
 }
 
 impl Shaders {
-    pub fn new(gpu: &Gpu, d: usize) -> Shaders {
+    /// The pipelines for `d` channels, compiled on the first call for that width and shared by
+    /// every machine and lone layer of `gpu` after it.
+    pub fn of(gpu: &Gpu, d: usize) -> Arc<Shaders> {
+        // A panic while the lock was held leaves at worst a missing entry: build it again.
+        let mut built = gpu.second.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, s)) = built.iter().find(|(w, _)| *w == d) {
+            return s.clone();
+        }
+        let s = Arc::new(Shaders::new(gpu, d));
+        built.push((d, s.clone()));
+        s
+    }
+
+    fn new(gpu: &Gpu, d: usize) -> Shaders {
         let source: String = [
-            alloc::format!("const D: u32 = {d}u;\n").as_str(),
+            header(d).as_str(),
             include_str!("exact.wgsl"),
             include_str!("second.wgsl"),
             include_str!("deltanet.wgsl"),
@@ -197,26 +243,20 @@ impl Own {
 pub(super) fn outcome(words: &[u32], d: usize, whole: bool) -> Result<(), GpuError> {
     let (code, at, arg) = (words[0], words[1], f32::from_bits(words[2]));
     let (step, place) = match code {
-        0 | HALTED | CHOSE_TEXT => return Ok(()),
-        1 => ("the DeltaNet's SiLU", "head"),
-        2 => ("the DeltaNet's β = sigmoid(b)", "head"),
-        3 => ("the DeltaNet's softplus(a + dt_bias)", "head"),
-        4 => ("the DeltaNet's exp(a_log)", "head"),
-        5 => ("the DeltaNet's α = exp(g)", "head"),
-        6 => ("the DeltaNet's norm", "head"),
-        10 => ("a SwiGLU gate's SiLU", "unit"),
-        11 if at as usize == d => ("the norm's sum of squares", "stream"),
-        11 => ("the norm", "channel"),
-        12 => ("the final norm's sum of squares", "stream"),
-        7 => {
+        0 | HALTED | ERR_TEXT => return Ok(()),
+        ERR_TOKEN => {
             let why = alloc::format!("token id {} at position {at} (past the embedding's rows)", words[2]);
             return Err(GpuError::Unsupported(why));
         }
-        9 => {
+        ERR_FULL => {
             let what = String::from("a run's positions");
             return Err(GpuError::TooLarge { what, need: at as u64 + 2, limit: at as u64 + 1 });
         }
-        _ => return Err(GpuError::Gpu(alloc::format!("the second machine's shader failed with code {code}"))),
+        ERR_PRE_NORM if at as usize == d => ("the norm's sum of squares", "stream"),
+        _ => match CODES.iter().find(|c| c.1 == code) {
+            Some(&(_, _, step, place)) => (step, place),
+            None => return Err(GpuError::Gpu(alloc::format!("the second machine's shader failed with code {code}"))),
+        },
     };
     let mut at = match place {
         "stream" => String::from("the stream"),
@@ -236,7 +276,7 @@ struct Layer {
 
 /// The second machine on the GPU, at some position of one context.
 pub struct GpuMachine {
-    shaders: Shaders,
+    shaders: Arc<Shaders>,
     layers: Vec<Layer>,
     ends: wgpu::BindGroup,
     head_groups: u32,
@@ -271,7 +311,7 @@ impl GpuMachine {
                 norms.machine.len()
             )));
         }
-        let shaders = Shaders::new(gpu, d);
+        let shaders = Shaders::of(gpu, d);
         let norm = (&norms.machine[..], norms.eps);
         let (mut owns, mut scratch) = (Vec::new(), splice.head.len());
         for (i, l) in splice.layers.iter().enumerate() {
@@ -371,7 +411,7 @@ impl GpuMachine {
                     ran.ended = true;
                     return Ok(ran);
                 }
-                CHOSE_TEXT => {
+                ERR_TEXT => {
                     ran.chosen += 1;
                     let _ = chosen(None);
                     self.broken = true;

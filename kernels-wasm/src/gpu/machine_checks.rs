@@ -87,6 +87,16 @@ pub async fn machine_bad_input_is_named(gpu: &Gpu) {
     let mut small = GpuMachine::new(gpu, &splice, &norms, 64).unwrap();
     let e = launch((gpu, &mut small), &splice, (spec, &kernel.program), &p.memory, &p.launch, 10_000, |_| {}).await;
     assert!(matches!(&e, Err(GpuLaunchError::Gpu(GpuError::TooLarge { limit: 64, .. }))), "{e:?}");
+    // Room for the prompt and a few of the steps' tokens: the launch runs, then is named out of
+    // room with what it did.
+    let prompt = prompts(&splice, &["reverse"]) as usize;
+    let mut short = GpuMachine::new(gpu, &splice, &norms, prompt + 40).unwrap();
+    let e = launch((gpu, &mut short), &splice, (spec, &kernel.program), &p.memory, &p.launch, 10_000, |_| {}).await;
+    let want = GpuLaunchError::OutOfRoom { capacity: prompt + 40, prompt: prompt as u64, steps: 2 };
+    assert!(
+        matches!(&e, Err(GpuLaunchError::OutOfRoom { capacity, prompt: fed, steps }) if *capacity == prompt + 40 && *fed == prompt as u64 && *steps > 0),
+        "{e:?} (like {want})"
+    );
     if let Some(Compiled::SwiGlu(output)) = splice.layers.last_mut() {
         output.units.clear();
     }

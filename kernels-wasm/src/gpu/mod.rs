@@ -87,6 +87,8 @@ pub struct Gpu {
     /// Whether dispatches are timed on the GPU (`Features::TIMESTAMP_QUERY`).
     pub timestamps: bool,
     pipelines: bitnet::Pipelines,
+    /// The second machine's pipelines, built once per stream width (`machine::Shaders::of`).
+    second: Mutex<Vec<(usize, Arc<machine::Shaders>)>>,
 }
 
 /// A dispatch's output bytes and, with timestamp queries, its time on the GPU.
@@ -148,7 +150,7 @@ impl Gpu {
             .await
             .map_err(|e| GpuError::Device { adapter: summary.name.clone(), why: e.to_string() })?;
         let pipelines = bitnet::Pipelines::new(&device);
-        Ok(Gpu { device, queue, adapter: summary, limits, pipelines, timestamps })
+        Ok(Gpu { device, queue, adapter: summary, limits, pipelines, timestamps, second: Mutex::new(Vec::new()) })
     }
 
     /// A storage buffer holding `data` (padded to whole u32 words, as WGSL reads them).

@@ -1,7 +1,7 @@
 // The second machine's shaders (`gpu::machine`) are one module with one bind group layout: a
 // layer's parameters (P) and weights (w) are its own bind group's, the recurrent state a
-// DeltaNet's; `work` and `out` are every layer's. `gpu::machine` writes D (the stream's width)
-// before this text; `exact.wgsl` comes before it too.
+// DeltaNet's; `work` and `out` are every layer's. `gpu::machine` writes D (the stream's width),
+// out's layout and the error codes before this text; `exact.wgsl` comes before it too.
 //
 // work: the stream x (D words from X_AT), its normed copy n (N_AT), a DeltaNet's output y
 // (Y_AT), then the current layer's scratch (from S_AT, where P says).
@@ -35,13 +35,8 @@ struct Params {
 const X_AT: u32 = 0u;
 const N_AT: u32 = D;
 const Y_AT: u32 = 2u * D;
-const CUR: u32 = 5u;
-const NEXT: u32 = 6u;
-const FEED: u32 = 7u;
-const CAPACITY: u32 = 8u;
-const IDS: u32 = 12u;
-// The outcome after the end token ran: not an error, but nothing runs after it either.
-const HALTED: u32 = 100u;
+// CUR, NEXT, FEED, CAPACITY and IDS (out's layout), HALTED (the outcome after the end token
+// ran) and the ERR_ codes come from `gpu::machine`'s header, as D does.
 
 // Records the first error: its code, where (a head, a unit, a channel), the argument, the
 // position and the layer.
@@ -76,19 +71,6 @@ fn stopped_uniform(lid: u32) -> bool {
 
 var<workgroup> wg_rms: f32;
 
-// The error codes (`gpu::machine::outcome` names them).
-const ERR_SILU: u32 = 1u;
-const ERR_BETA: u32 = 2u;
-const ERR_SOFTPLUS: u32 = 3u;
-const ERR_A_LOG: u32 = 4u;
-const ERR_GATE: u32 = 5u;
-const ERR_NORM: u32 = 6u;
-const ERR_TOKEN: u32 = 7u;
-const ERR_TEXT: u32 = 8u;
-const ERR_FULL: u32 = 9u;
-const ERR_UNIT_SILU: u32 = 10u;
-const ERR_PRE_NORM: u32 = 11u;
-const ERR_FINAL_NORM: u32 = 12u;
 
 // The layer's pre-norm, x into n: the sum of squares in channel order over the nonzero channels
 // (as `rms_norm_into` adds them), each channel divided by the RMS with `exact.wgsl`'s division,

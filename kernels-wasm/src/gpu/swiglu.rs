@@ -13,12 +13,13 @@
 use super::machine::{outcome, scratch_at, Own, Params, Shaders, Step};
 use super::{groups_of_64, Gpu, GpuError, OUTCOME};
 use crate::qwengpu::limbs::Layer;
+use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
 
 /// A SwiGLU layer alone on the GPU (it has no state).
 pub struct GpuSwiGlu {
-    shaders: Shaders,
+    shaders: Arc<Shaders>,
     work: wgpu::Buffer,
     out: wgpu::Buffer,
     group: wgpu::BindGroup,
@@ -91,7 +92,7 @@ impl GpuSwiGlu {
     pub fn new(gpu: &Gpu, layer: &Layer, norm: &[f32], eps: f32) -> Result<GpuSwiGlu, GpuError> {
         let d = norm.len();
         let own = upload(gpu, layer, (norm, eps), 0)?;
-        let shaders = Shaders::new(gpu, d);
+        let shaders = Shaders::of(gpu, d);
         let work = gpu.read_write("swiglu work", scratch_at(d) + own.scratch)?;
         let out = gpu.read_write("swiglu outcome", OUTCOME)?;
         let group = own.group(gpu, &shaders, &work, &out);
