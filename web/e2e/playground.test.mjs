@@ -718,6 +718,35 @@ test('qwenGPU tab: by default the kernel runs inside a language model, every tok
     { timeout: 300_000 },
   );
   assert.match(await page.textContent('[data-testid=qwengpu-spliced-summary]'), /after every step the rows read back equal the interpreter's machine/);
+  // warp_broadcast on WebGPU (the panel mounted again starts on the first kernel): every token
+  // chosen by the GPU's argmax, the rows read back after the last step.
+  await page.selectOption('[data-testid=qwengpu-kernel]', { label: 'warp_broadcast' });
+  await page.waitForSelector('[data-testid=qwengpu-spliced] [data-testid=gpu-status][data-state=ready]', { timeout: 60_000 });
+  await page.selectOption('[data-testid=qwengpu-spliced-backend]', 'webgpu');
+  await page.click('[data-testid=qwengpu-spliced-run]');
+  await page.waitForFunction(
+    () => /decoder layers|error|refused|PTX/.test(document.querySelector('[data-testid=qwengpu-spliced-summary]').textContent),
+    null,
+    { timeout: 300_000 },
+  );
+  const onGpu = await page.textContent('[data-testid=qwengpu-spliced-summary]');
+  assert.match(onGpu, /argmax on WebGPU \(.+\), one submission a token/);
+  assert.match(onGpu, /outputs equal the plain Rust version; after the last step the rows read back equal the interpreter's machine/);
+  const gpuSpeed = await page.textContent('[data-testid=qwengpu-spliced-speed]');
+  assert.match(gpuSpeed, /^on WebGPU .*: [0-9]+ ms, [0-9.]+ steps\/s, [0-9]+ tokens\/s/);
+  t.diagnostic(`warp_broadcast inside the spliced model on WebGPU in the page: ${gpuSpeed}`);
+  // A bar in the second design's WebGPU series (the chart's second).
+  assert.ok((await chart(page, 'qwengpu-speed-chart')).bars.some((b) => b.series === 1));
+  assert.match(await page.textContent('[data-testid=qwengpu-spliced-lane]'), /rows not read back at this step/);
+  assert.match(await page.textContent('[data-testid=qwengpu-spliced-memory]'), /not read back at this step/);
+  const at = () => page.textContent('[data-testid=qwengpu-spliced] [data-testid=step-position]');
+  assert.equal(await at(), `step 1 / ${steps}`);
+  for (let i = 1; i < steps; i++) await page.click('[data-testid=qwengpu-spliced] [data-testid=step-next]');
+  assert.equal(await at(), `step ${steps} / ${steps}`);
+  assert.equal((await page.$$('[data-testid=qwengpu-spliced-lane]')).length, 4);
+  assert.equal((await page.$$('[data-testid=qwengpu-spliced-registers] .differs')).length, 0);
+  assert.match(await page.textContent('[data-testid=qwengpu-spliced-memory]'), /All 126 words equal the interpreter's/);
+  await page.screenshot({ path: `${SHOTS}/qwengpu-spliced-webgpu.png`, fullPage: true });
   page.assertNoErrors();
   await page.close();
 });

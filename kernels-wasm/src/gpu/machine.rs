@@ -14,6 +14,8 @@
 //! (`splice::runner`'s module docs), so the GPU runs launches, not text.
 
 use super::{groups_of_64, words_to_bytes, Binding, Gpu, GpuError, CHUNK};
+use crate::protocol::qwengpu::MachineRows;
+use crate::qwengpu::deltanet::DeltaNet;
 use crate::qwengpu::splice::{Compiled, Splice, StreamNorms};
 use alloc::string::String;
 use alloc::sync::Arc;
@@ -480,6 +482,30 @@ impl GpuMachine {
         let Some(Some((buffer, len))) = self.states.get(i) else { return Ok(None) };
         let bytes = gpu.read(buffer, 4 * *len as u64).await?;
         Ok(Some(super::bytes_to_words(&bytes).into_iter().map(f32::from_bits).collect()))
+    }
+
+    /// The machine `splice` holds in this GPU's rows (as [`Splice::machine_rows`] reads a CPU
+    /// runner's): the three row layers' states read back and decoded on the host.
+    pub async fn machine_rows(
+        &self,
+        gpu: &Gpu,
+        splice: &Splice,
+        warps: (usize, usize),
+        regs: usize,
+        words: usize,
+    ) -> Result<MachineRows, GpuError> {
+        let at = splice.row_layers();
+        let mut nets = Vec::new();
+        for i in [at.file, at.memory, at.pcs] {
+            let (Some(state), Some(Compiled::DeltaNet(w))) = (self.state(gpu, i).await?, splice.layers.get(i)) else {
+                return Err(GpuError::Unsupported(alloc::format!("the splice's layer {i} holds no machine rows")));
+            };
+            let mut net = DeltaNet::new((**w).clone());
+            net.state = state;
+            nets.push(net);
+        }
+        let [file, memory, pcs] = [&nets[0], &nets[1], &nets[2]];
+        Ok(splice.rows_of([file, memory, pcs], warps, regs, words))
     }
 }
 

@@ -1,7 +1,8 @@
 //! The second machine on the GPU as a whole (`machine`, `launch`), for the native tests
 //! (lavapipe) and the wasm tests (SwiftShader): kernels launched one after another in one
 //! context, every token the GPU's argmax chose checked against the interpreter's, the arrays
-//! against the suite's plain Rust, and the DeltaNet states after them against the CPU runner's.
+//! against the suite's plain Rust, memory and every PC read back out of the GPU's rows, and the
+//! DeltaNet states after them against the CPU runner's.
 
 use super::deltanet_checks::bits;
 use super::launch::{launch, GpuLaunchError};
@@ -37,6 +38,16 @@ pub async fn machine_launches_are_the_interpreters(gpu: &Gpu, kernels: &[&str], 
         assert_eq!(p.read_arrays(&out.global), k.expected(&p), "{name}");
         assert!(out.chosen > 10 && out.tokens == out.prompt + out.chosen && steps == out.steps, "{name}: {out:?}");
         chosen += out.chosen;
+        // The machine read back out of the GPU's rows: global memory as the launch left it,
+        // and every lane of every warp exited.
+        let per_cta = p.launch.block.div_ceil(spec.lanes);
+        let warps = (p.launch.grid * per_cta, per_cta);
+        let rows = machine.machine_rows(gpu, &splice, warps, spec.regs, out.global.len()).await.unwrap();
+        let memory: Vec<Option<u32>> = out.global.iter().map(|&w| Some(w)).collect();
+        assert_eq!(rows.memory, memory, "{name}: memory in the GPU's rows");
+        assert_eq!(rows.registers.len(), warps.0 * spec.lanes, "{name}");
+        let exited = Some(u32::from(crate::qwengpu::sequencer::EXITED));
+        assert!(rows.registers.iter().all(|r| r.pc == exited), "{name}: {:?}", rows.registers);
     }
     assert_eq!(machine.position() as u64, chosen + prompts(&splice, kernels), "positions run");
     if cpu_too {

@@ -11,6 +11,9 @@ pub mod plot;
 pub mod qwengpu;
 pub mod qwengpu_chat;
 pub mod qwengpu_spliced;
+// WebGPU exists only in the page.
+#[cfg(target_arch = "wasm32")]
+pub mod qwengpu_spliced_gpu;
 pub mod steps;
 pub mod timeline;
 pub mod token;

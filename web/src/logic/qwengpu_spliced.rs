@@ -9,15 +9,16 @@
 //! weights. The conversation panel runs the spliced SmolLM2 through the bridge.
 
 use super::qwengpu::{lanes, MAX_STEPS};
-use kernels_wasm::protocol::qwengpu::RegisterRow;
+use kernels_wasm::protocol::qwengpu::{MachineRows, RegisterRow};
 use kernels_wasm::qwen3::model::{FloatModel, Model};
-use kernels_wasm::qwengpu::interp::StepRecord;
+use kernels_wasm::qwengpu::interp::{Machine, StepRecord};
 use kernels_wasm::qwengpu::isa::MachineSpec;
+use kernels_wasm::qwengpu::lower::Kernel;
 use kernels_wasm::qwengpu::machine_tokens::Token;
 use kernels_wasm::qwengpu::sequencer::EXITED;
-use kernels_wasm::qwengpu::splice::launch::{launch_observed, Launched};
+use kernels_wasm::qwengpu::splice::launch::{launch_observed, Fed, Launched};
 use kernels_wasm::qwengpu::splice::{Runner, SentRegisters, Sizes, Splice, TINY_TEXT};
-use kernels_wasm::qwengpu::suite::SuiteKernel;
+use kernels_wasm::qwengpu::suite::{Prepared, SuiteKernel};
 use std::ops::ControlFlow;
 use std::sync::OnceLock;
 
@@ -60,6 +61,8 @@ pub struct SplicedStep {
     pub record: StepRecord,
     /// The tokens the model chose for it: its record, then its VAL tokens.
     pub tokens: Vec<Token>,
+    /// Whether the rows were read back after this step (on WebGPU only after the last).
+    pub read: bool,
     /// The rows of the warp that ran, lane by lane (registers and PC, decoded).
     pub rows: Vec<RegisterRow>,
     /// The same lanes' registers as the steps so far sent them (a step sends the registers a
@@ -74,8 +77,12 @@ pub struct SplicedStep {
 }
 
 impl SplicedStep {
-    /// Whether every decoded value is the one the steps sent and the interpreter holds.
+    /// Whether every decoded value is the one the steps sent and the interpreter holds (and
+    /// the rows were read at all).
     pub fn agrees(&self) -> bool {
+        if !self.read {
+            return false;
+        }
         let sent = self.sent.iter().map(|r| r.iter().map(|&v| Some(v)).collect::<Vec<_>>());
         self.rows.iter().zip(sent).all(|(row, s)| row.values == s)
             && self.rows.iter().zip(&self.pcs).all(|(row, &pc)| row.pc == Some(pc))
@@ -92,6 +99,8 @@ pub struct SplicedRun {
     pub arrays_equal: bool,
     /// The launch's milliseconds, the reading back of rows between steps left out.
     pub ms: f64,
+    /// The WebGPU adapter it ran on (`None`: wasm).
+    pub on: Option<String>,
 }
 
 impl SplicedRun {
@@ -100,8 +109,90 @@ impl SplicedRun {
     }
 }
 
+/// The view of a launch, built from the tokens as they come: an interpreter stepped at each
+/// step's last token (the launch checks every token against its own; this one gives the
+/// registers the panel shows) and the steps so far.
+pub(crate) struct Viewer {
+    m: Machine,
+    file: SentRegisters,
+    tokens: Vec<Token>,
+    steps: Vec<SplicedStep>,
+    error: Option<String>,
+}
+
+impl Viewer {
+    /// Takes a token fed to the model; at a step's end records the step with the rows `rows`
+    /// reads back (`None`: not read at this step).
+    pub(crate) fn take(&mut self, f: &Fed, rows: impl FnOnce(usize) -> Option<MachineRows>) -> ControlFlow<()> {
+        if f.chosen {
+            self.tokens.push(f.token);
+        }
+        if !f.ends_step || self.error.is_some() {
+            return ControlFlow::Continue(());
+        }
+        let record = match self.m.step() {
+            Ok(Some(record)) => record,
+            other => {
+                self.error = Some(format!("the view's interpreter at step {}: {other:?}", f.steps));
+                return ControlFlow::Break(());
+            }
+        };
+        self.file.after(&record, &self.m);
+        let w = record.warp;
+        let rows = rows(self.m.global.len());
+        let (read, (registers, memory)) = match rows {
+            Some(r) => (true, (r.registers.into_iter().filter(|row| row.warp as usize == w).collect(), r.memory)),
+            None => (false, (Vec::new(), Vec::new())),
+        };
+        self.steps.push(SplicedStep {
+            record,
+            tokens: std::mem::take(&mut self.tokens),
+            read,
+            rows: registers,
+            sent: self.file.regs[w].clone(),
+            interpreter: self.m.warps[w].regs.clone(),
+            pcs: self.m.warps[w].pcs.iter().map(|pc| pc.map_or(u32::from(EXITED), |pc| pc as u32)).collect(),
+            memory,
+            global: self.m.global.clone(),
+        });
+        ControlFlow::Continue(())
+    }
+}
+
+/// `k` lowered from `ptx` for the second machine, its launch, and a viewer for it.
+pub(crate) fn prepare(k: &SuiteKernel, ptx: &str) -> Result<(Kernel, Prepared, Viewer, (usize, usize)), String> {
+    let spec = MachineSpec::second();
+    let (kernel, p, m) = k.machine(ptx, &spec)?;
+    let per_cta = p.launch.block.div_ceil(spec.lanes);
+    let warps = (p.launch.grid * per_cta, per_cta);
+    let viewer = Viewer { file: SentRegisters::new(&m), m, tokens: Vec::new(), steps: Vec::new(), error: None };
+    Ok((kernel, p, viewer, warps))
+}
+
+/// The run's outcome: the viewer's error first (it stopped the launch), then the launch's.
+pub(crate) fn finish<E: std::fmt::Display>(
+    (k, p): (&SuiteKernel, &Prepared),
+    splice: &Splice,
+    viewer: Viewer,
+    launched: Result<Launched, E>,
+    (ms, on): (f64, Option<String>),
+) -> Result<SplicedRun, String> {
+    if let Some(e) = viewer.error {
+        return Err(e);
+    }
+    let launched = launched.map_err(|e| format!("{}: {e}", k.name))?;
+    Ok(SplicedRun {
+        sizes: splice.sizes(),
+        arrays_equal: p.read_arrays(&launched.global) == k.expected(p),
+        launched,
+        steps: viewer.steps,
+        ms,
+        on,
+    })
+}
+
 /// Launches `ptx` with `k`'s launch and inputs inside `runner` (spliced with `model`'s splice);
-/// `now` is a millisecond clock.
+/// `now` is a millisecond clock. After every step the machine is read back out of the rows.
 pub fn spliced_run(
     model: &SplicedModel,
     runner: &mut Runner,
@@ -110,61 +201,19 @@ pub fn spliced_run(
     mut now: impl FnMut() -> f64,
 ) -> Result<SplicedRun, String> {
     let spec = MachineSpec::second();
-    let (kernel, p, mut m) = k.machine(ptx, &spec)?;
-    let program = &kernel.program;
-    let per_cta = p.launch.block.div_ceil(spec.lanes);
-    let warps = (p.launch.grid * per_cta, per_cta);
+    let (kernel, p, mut viewer, warps) = prepare(k, ptx)?;
     let splice = &model.splice;
-    let mut file = SentRegisters::new(&m);
-    let (mut steps, mut tokens, mut reading, mut error) = (Vec::new(), Vec::new(), 0.0, None);
+    let mut reading = 0.0;
     let start = now();
-    let launched = launch_observed(runner, splice, (spec, program), &p.memory, &p.launch, MAX_STEPS as u64, |f, r| {
-        if f.chosen {
-            tokens.push(f.token);
-        }
-        if !f.ends_step {
-            return ControlFlow::Continue(());
-        }
-        let t = now();
-        // The launch checks every token against its own interpreter; this one gives the view.
-        let record = match m.step() {
-            Ok(Some(record)) => record,
-            other => {
-                error = Some(format!("the view's interpreter at step {}: {other:?}", f.steps));
-                return ControlFlow::Break(());
-            }
-        };
-        file.after(&record, &m);
-        let w = record.warp;
-        let Some(rows) = splice.machine_rows(r, warps, spec.regs, m.global.len()) else {
-            error = Some("the runner is not spliced".into());
-            return ControlFlow::Break(());
-        };
-        steps.push(SplicedStep {
-            record,
-            tokens: std::mem::take(&mut tokens),
-            rows: rows.registers.into_iter().filter(|row| row.warp as usize == w).collect(),
-            sent: file.regs[w].clone(),
-            interpreter: m.warps[w].regs.clone(),
-            pcs: m.warps[w].pcs.iter().map(|pc| pc.map_or(u32::from(EXITED), |pc| pc as u32)).collect(),
-            memory: rows.memory,
-            global: m.global.clone(),
+    let launched =
+        launch_observed(runner, splice, (spec, &kernel.program), &p.memory, &p.launch, MAX_STEPS as u64, |f, r| {
+            let t = now();
+            let flow = viewer.take(&f, |words| splice.machine_rows(r, warps, spec.regs, words));
+            reading += now() - t;
+            flow
         });
-        reading += now() - t;
-        ControlFlow::Continue(())
-    });
     let ms = now() - start - reading;
-    let launched = match (launched, error) {
-        (_, Some(e)) => return Err(e),
-        (l, None) => l.map_err(|e| format!("{}: {e}", k.name))?,
-    };
-    Ok(SplicedRun {
-        sizes: splice.sizes(),
-        arrays_equal: p.read_arrays(&launched.global) == k.expected(&p),
-        launched,
-        steps,
-        ms,
-    })
+    finish((k, &p), splice, viewer, launched, (ms, None))
 }
 
 /// A token as the panel writes it.

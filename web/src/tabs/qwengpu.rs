@@ -127,7 +127,7 @@ pub fn QwenGpuTab() -> impl IntoView {
     ));
     let rates = RwSignal::new(Rates::default());
     let series: Vec<String> =
-        [qwengpu_spliced::SERIES].into_iter().chain(qwengpu_layers::SERIES).map(String::from).collect();
+        qwengpu_spliced::SERIES.into_iter().chain(qwengpu_layers::SERIES).map(String::from).collect();
     let chart = {
         let series = series.clone();
         Signal::derive(move || rates.with(|r| r.groups(&series)))

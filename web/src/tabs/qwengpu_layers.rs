@@ -25,7 +25,7 @@ const TOKENS_PER_SUBMIT: u32 = 256;
 
 /// Where the layers run: this page's wasm, or WebGPU (the page's adapter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Backend {
+pub enum Backend {
     Wasm,
     WebGpu,
 }

@@ -5,17 +5,63 @@
 //! interpreter's.
 
 use crate::components::StepControls;
+use crate::gpu::{GpuLine, PageGpu};
 use crate::logic::plot::Rates;
 use crate::logic::qwengpu::step_line;
 use crate::logic::qwengpu_spliced::{spliced_run, token_text, SplicedModel, SplicedRun, SplicedStep};
+use crate::logic::qwengpu_spliced_gpu::{gpu_machine, spliced_run_gpu};
+use crate::tabs::qwengpu_layers::Backend;
+use kernels_wasm::gpu::machine::GpuMachine;
 use kernels_wasm::qwengpu::sequencer::EXITED;
 use kernels_wasm::qwengpu::splice::Runner;
 use kernels_wasm::qwengpu::suite::SuiteKernel;
 use leptos::prelude::*;
+use leptos::task::spawn_local;
 use leptos::web_sys::window;
 
 /// The chart's series of this panel.
-pub const SERIES: &str = "second design (wasm)";
+pub const SERIES: [&str; 2] = ["second design (wasm)", "second design (WebGPU)"];
+
+fn now() -> f64 {
+    window().and_then(|w| w.performance()).map(|p| p.now()).unwrap_or(0.0)
+}
+
+/// Launches `k` inside the page's model on `backend`: on wasm in `runner`, on WebGPU in
+/// `machine` (each built on first use and kept; a GPU machine that failed or is nearly full is
+/// built again).
+async fn run_on(
+    backend: Backend,
+    page: PageGpu,
+    (runner, machine): (
+        StoredValue<Option<Runner<'static>>, LocalStorage>,
+        StoredValue<Option<GpuMachine>, LocalStorage>,
+    ),
+    k: &SuiteKernel,
+    ptx: &str,
+) -> Result<SplicedRun, String> {
+    let m = SplicedModel::page()?;
+    if backend == Backend::Wasm {
+        let mut r = match runner.try_update_value(|r| r.take()).flatten() {
+            Some(r) => r,
+            None => m.runner()?,
+        };
+        let result = spliced_run(m, &mut r, k, ptx, now);
+        runner.set_value(Some(r));
+        return result;
+    }
+    let gpu = page.gpu().ok_or("WebGPU is not available in this browser")?;
+    let taken = machine.try_update_value(|g| g.take()).flatten();
+    let mut g = match taken.filter(|g| g.capacity() - g.position() > g.capacity() / 2) {
+        Some(g) => g,
+        None => gpu_machine(m, &gpu)?,
+    };
+    let result = spliced_run_gpu(m, (&gpu, &mut g), k, ptx, now).await;
+    // After an error the machine's state is unknown: the next run builds a new one.
+    if result.is_ok() {
+        machine.set_value(Some(g));
+    }
+    result
+}
 
 #[component]
 pub fn SplicedPanel(
@@ -27,6 +73,9 @@ pub fn SplicedPanel(
     // The page's model is built on the first run; the runner over it is kept while the panel
     // is (each launch's prompt resets the machine in it).
     let runner = StoredValue::new_local(None::<Runner<'static>>);
+    let machine = StoredValue::new_local(None::<GpuMachine>);
+    let page = PageGpu::get();
+    let backend = RwSignal::new(Backend::Wasm);
     let run = RwSignal::new(None::<Result<SplicedRun, String>>);
     let position = RwSignal::new(0usize);
     let busy = RwSignal::new(false);
@@ -41,30 +90,28 @@ pub fn SplicedPanel(
         }
         busy.set(true);
         run.set(None);
+        let on = backend.get_untracked();
         // Let the page say that it is working before the (seconds-long) build and launch.
         set_timeout(
             move || {
-                let k = suite.with_value(|s| s[chosen.get_untracked()].clone());
-                let now = || window().and_then(|w| w.performance()).map(|p| p.now()).unwrap_or(0.0);
-                let taken = runner.try_update_value(|r| r.take()).flatten();
-                let result = SplicedModel::page().and_then(|m| {
-                    let mut r = match taken {
-                        Some(r) => r,
-                        None => m.runner()?,
-                    };
-                    let result = spliced_run(m, &mut r, &k, &ptx.get_untracked(), now);
-                    runner.set_value(Some(r));
-                    result
+                spawn_local(async move {
+                    let k = suite.with_value(|s| s[chosen.get_untracked()].clone());
+                    let result = run_on(on, page, (runner, machine), &k, &ptx.get_untracked()).await;
+                    if let Ok(r) = &result {
+                        let series = if on == Backend::WebGpu { SERIES[1] } else { SERIES[0] };
+                        rates.update(|rates| rates.record(k.name, series, r.per_s(r.launched.steps)));
+                    }
+                    position.set(0);
+                    run.set(Some(result));
+                    busy.set(false);
                 });
-                if let Ok(r) = &result {
-                    rates.update(|rates| rates.record(k.name, SERIES, r.per_s(r.launched.steps)));
-                }
-                position.set(0);
-                run.set(Some(result));
-                busy.set(false);
             },
             std::time::Duration::from_millis(30),
         );
+    };
+    let gpu_ready = move || page.gpu_ready();
+    let pick = move |ev| {
+        backend.set(if event_target_value(&ev) == "webgpu" { Backend::WebGpu } else { Backend::Wasm });
     };
     let ok = move || run.with(|r| r.as_ref().and_then(|r| r.as_ref().ok()).cloned());
     let len =
@@ -76,26 +123,38 @@ pub fn SplicedPanel(
             Some(Err(e)) => e.clone(),
             Some(Ok(r)) => {
                 let l = &r.launched;
+                let read: Vec<&SplicedStep> = r.steps.iter().filter(|s| s.read).collect();
+                let (on, when) = match &r.on {
+                    Some(adapter) => (format!(" on WebGPU ({adapter}), one submission a token"), "after the last step"),
+                    None => (String::new(), "after every step"),
+                };
                 format!(
-                    "{} {} steps, {} tokens: the host's prompt of {}, then {} the model chose by its argmax (every record, \
-                     every VAL token and the end); each checked against the interpreter; outputs {} the plain Rust version; \
-                     after every step the rows read back {} the interpreter's machine.",
+                    "{} {} steps, {} tokens: the host's prompt of {}, then {} the model chose by its argmax{on} (every \
+                     record, every VAL token and the end); each checked against the interpreter; outputs {} the plain Rust \
+                     version; {when} the rows read back {} the interpreter's machine.",
                     r.sizes,
                     l.steps,
                     l.tokens,
                     l.prompt,
                     l.chosen,
                     if r.arrays_equal { "equal" } else { "DIFFER from" },
-                    if r.steps.iter().all(SplicedStep::agrees) { "equal" } else { "DIFFER from" }
+                    if !read.is_empty() && read.iter().all(|s| s.agrees()) { "equal" } else { "DIFFER from" }
                 )
             }
         })
     };
     let speed = move || {
         ok().map(|r| {
+            let on = match &r.on {
+                Some(adapter) => format!("on WebGPU ({adapter}), the interpreter's check included"),
+                None => {
+                    "in this page (wasm, one thread), the interpreter's check included and the reading back of rows \
+                         between steps left out"
+                        .into()
+                }
+            };
             format!(
-                "in this page (wasm, one thread), the interpreter's check included and the reading back of rows \
-                 between steps left out: {:.0} ms, {:.1} steps/s, {:.0} tokens/s",
+                "{on}: {:.0} ms, {:.1} steps/s, {:.0} tokens/s",
                 r.ms,
                 r.per_s(r.launched.steps),
                 r.per_s(r.launched.tokens)
@@ -108,25 +167,43 @@ pub fn SplicedPanel(
     let registers = move || {
         at().map(|(r, s)| {
             let i = position.get();
-            let before = r.steps[..i].iter().rev().find(|b| b.record.warp == s.record.warp).cloned();
-            s.rows
-                .iter()
-                .enumerate()
-                .map(|(lane, row)| {
+            let before = r.steps[..i].iter().rev().find(|b| b.record.warp == s.record.warp && b.read).cloned();
+            let pc = |p: Option<u32>| {
+                p.map_or("?".into(), |p| if p == u32::from(EXITED) { "exited".into() } else { p.to_string() })
+            };
+            (0..s.interpreter.len())
+                .map(|lane| {
                     let sent = s.sent.get(lane).cloned().unwrap_or_default();
-                    let cells = row
-                        .values
-                        .iter()
-                        .enumerate()
-                        .map(|(k, &v)| {
-                            let changed = before
-                                .as_ref()
-                                .is_some_and(|b| b.rows.get(lane).and_then(|r| r.values.get(k)) != Some(&v));
-                            let differs = v != sent.get(k).copied();
-                            let text = v.map_or("?".to_string(), |v| (v as i32).to_string());
-                            view! { <td class="num" class:changed=changed class:differs=differs>{text}</td> }
-                        })
-                        .collect_view();
+                    let want = s.pcs.get(lane).copied();
+                    let rows = match s.rows.get(lane) {
+                        // On WebGPU the rows are read back after the last step only.
+                        None => view! {
+                            <tr data-testid="qwengpu-spliced-lane"><th>{format!("lane {lane}: rows not read back at this step")}</th></tr>
+                        }
+                        .into_any(),
+                        Some(row) => {
+                            let cells = row
+                                .values
+                                .iter()
+                                .enumerate()
+                                .map(|(k, &v)| {
+                                    let changed = before
+                                        .as_ref()
+                                        .is_some_and(|b| b.rows.get(lane).and_then(|r| r.values.get(k)) != Some(&v));
+                                    let differs = v != sent.get(k).copied();
+                                    let text = v.map_or("?".to_string(), |v| (v as i32).to_string());
+                                    view! { <td class="num" class:changed=changed class:differs=differs>{text}</td> }
+                                })
+                                .collect_view();
+                            view! {
+                                <tr data-testid="qwengpu-spliced-lane">
+                                    <th class:differs=row.pc != want>{format!("lane {lane}, PC {}: rows", pc(row.pc))}</th>
+                                    {cells}
+                                </tr>
+                            }
+                            .into_any()
+                        }
+                    };
                     let theirs = s.interpreter.get(lane).cloned().unwrap_or_default();
                     let interp = theirs
                         .iter()
@@ -137,15 +214,8 @@ pub fn SplicedPanel(
                             view! { <td class="num" class:unsent=unsent>{v as i32}</td> }
                         })
                         .collect_view();
-                    let pc = |p: Option<u32>| {
-                        p.map_or("?".into(), |p| if p == u32::from(EXITED) { "exited".into() } else { p.to_string() })
-                    };
-                    let want = s.pcs.get(lane).copied();
                     view! {
-                        <tr data-testid="qwengpu-spliced-lane">
-                            <th class:differs=row.pc != want>{format!("lane {lane}, PC {}: rows", pc(row.pc))}</th>
-                            {cells}
-                        </tr>
+                        {rows}
                         <tr class="interp"><th>{format!("interpreter, PC {}", pc(want))}</th>{interp}</tr>
                     }
                 })
@@ -154,8 +224,11 @@ pub fn SplicedPanel(
     };
     let memory = move || {
         at().map(|(r, s)| {
+            if !s.read {
+                return "global memory: not read back at this step (on WebGPU the rows are read after the last step)".into();
+            }
             let i = position.get();
-            let before = i.checked_sub(1).map(|p| r.steps[p].memory.clone());
+            let before = i.checked_sub(1).filter(|&p| r.steps[p].read).map(|p| r.steps[p].memory.clone());
             let written: Vec<String> = s
                 .memory
                 .iter()
@@ -164,9 +237,14 @@ pub fn SplicedPanel(
                 .map(|(k, w)| format!("word {k} = {}", w.map_or("?".into(), |w| (w as i32).to_string())))
                 .collect();
             let equal = s.memory.iter().zip(&s.global).all(|(m, &g)| *m == Some(g));
+            let unread_before = i > 0 && before.is_none();
             format!(
                 "global memory read back from a load mixer's rows, written by this step: {}. All {} words {} the interpreter's.",
-                if written.is_empty() { "none".into() } else { written.join(", ") },
+                match (unread_before, written.is_empty()) {
+                    (true, _) => "not known (the step before was not read back)".into(),
+                    (false, true) => "none".into(),
+                    (false, false) => written.join(", "),
+                },
                 s.memory.len(),
                 if equal { "equal" } else { "DIFFER from" }
             )
@@ -184,8 +262,21 @@ pub fn SplicedPanel(
                 "fed back as the next input: a step's record (warp, ROM block, lanes), then its VAL tokens (the live-out "
                 "registers and the stores), and after the last step the end record. Registers, every lane's PC and memory "
                 "live in DeltaNet rows; the machine has 4 lanes, 15 registers, a ROM of 64 blocks, no divider (division is "
-                "a loop) and reconverges at the lowest PC. The first run builds the model (seconds)."
+                "a loop) and reconverges at the lowest PC. The first run builds the model (seconds). On WebGPU a token is one "
+                "submission of every layer, the head and the argmax, whose id is the next position's input without leaving "
+                "the GPU; the page reads the chosen ids back 256 positions at a time, and the rows after the last step."
             </p>
+            <GpuLine />
+            <label>
+                "run on "
+                <select data-testid="qwengpu-spliced-backend" on:change=pick prop:disabled=move || busy.get()>
+                    <option value="wasm" selected=true>"wasm (this page, one thread)"</option>
+                    <option value="webgpu" prop:disabled=move || !gpu_ready()>
+                        "WebGPU (a token is one submission; the argmax on the GPU)"
+                    </option>
+                </select>
+            </label>
+            " "
             <button data-testid="qwengpu-spliced-run" on:click=start prop:disabled=move || busy.get()>
                 "launch in the spliced model"
             </button>

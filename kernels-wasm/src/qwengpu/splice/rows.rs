@@ -6,6 +6,7 @@
 
 use super::{Compiled, Runner, Splice, StreamNorms};
 use crate::protocol::qwengpu::{MachineRows, RegisterRow};
+use crate::qwengpu::deltanet::DeltaNet;
 use crate::qwengpu::exec::load::memory_word;
 use crate::qwengpu::interp::{Machine, StepRecord};
 use crate::qwengpu::limbs::rms_norm;
@@ -83,12 +84,25 @@ impl Splice {
     pub fn machine_rows(
         &self,
         runner: &Runner,
-        (warps, per_cta): (usize, usize),
+        warps: (usize, usize),
         regs: usize,
         words: usize,
     ) -> Option<MachineRows> {
         let at = self.row_layers();
-        let (file, memory, pcs) = (runner.deltanet(at.file)?, runner.deltanet(at.memory)?, runner.deltanet(at.pcs)?);
+        let nets = [runner.deltanet(at.file)?, runner.deltanet(at.memory)?, runner.deltanet(at.pcs)?];
+        Some(self.rows_of(nets, warps, regs, words))
+    }
+
+    /// [`Self::machine_rows`] from the states of [`Self::row_layers`]' three DeltaNets (file,
+    /// memory, PCs), wherever they ran (a GPU reads them back).
+    pub fn rows_of(
+        &self,
+        [file, memory, pcs]: [&DeltaNet; 3],
+        (warps, per_cta): (usize, usize),
+        regs: usize,
+        words: usize,
+    ) -> MachineRows {
+        let at = self.row_layers();
         let per_cta = per_cta.max(1);
         let lanes = self.registers.shape.lanes;
         let registers = (0..warps.min(self.registers.shape.warps))
@@ -104,12 +118,12 @@ impl Splice {
             .collect();
         let (layout, _) = self.exec.load_layout();
         let memory_rows: Vec<Option<u32>> = (0..words).map(|w| memory_word(memory, &layout, w)).collect();
-        Some(MachineRows {
+        MachineRows {
             register_layer: at.file as u32,
             memory_layer: at.memory as u32,
             pc_layer: at.pcs as u32,
             registers,
             memory: memory_rows,
-        })
+        }
     }
 }
