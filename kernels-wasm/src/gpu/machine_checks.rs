@@ -14,8 +14,18 @@ use crate::qwengpu::splice::tests::{launch_all, llama};
 use crate::qwengpu::splice::{Compiled, Runner, Splice};
 use crate::qwengpu::suite;
 
-/// Positions a test machine has room for.
+/// Positions a test machine has room for (the whole suite is about 114,000).
 const CAPACITY: usize = 1 << 20;
+
+/// The kernels a comma-separated list names (`all`: the whole suite, in its order).
+pub fn named(names: &str) -> Vec<&'static str> {
+    let all = suite::kernels().iter().map(|k| k.name).collect();
+    if names == "all" {
+        return all;
+    }
+    let names: Vec<&str> = names.split(',').map(str::trim).collect();
+    all.into_iter().filter(|k| names.contains(k)).collect()
+}
 
 /// Launches `kernels` in turn on the GPU machine of the spliced tiny llama; returns the tokens
 /// the model chose in all. With `cpu_too` the CPU runner launches them too and every DeltaNet

@@ -95,11 +95,22 @@ async fn swiglu_bad_input_is_named() {
 }
 
 /// The second machine as a language model on WebGPU: a kernel launched in lockstep, every chosen
-/// token the interpreter's, the DeltaNet states the CPU runner's after it.
+/// token the interpreter's, the DeltaNet states the CPU runner's after it. QWENGPU_MACHINE_KERNELS
+/// at build time names other kernels (`all`: the suite, `cargo xtask test --only
+/// gpu-suite-chromium`; the states are then left to the native runs, as natively).
 #[test]
 async fn the_machine_runs_a_kernel_in_lockstep() {
+    let names = option_env!("QWENGPU_MACHINE_KERNELS").unwrap_or("warp_broadcast");
+    let kernels = super::machine_checks::named(names);
+    assert!(!kernels.is_empty(), "QWENGPU_MACHINE_KERNELS={names} names no suite kernel");
     if let Some(g) = gpu().await {
-        super::machine_checks::machine_launches_are_the_interpreters(&g, &["warp_broadcast"], true).await;
+        let chosen =
+            super::machine_checks::machine_launches_are_the_interpreters(&g, &kernels, kernels.len() <= 4).await;
+        wasm_bindgen_test::console_log!(
+            "{} kernels in lockstep on {}: {chosen} tokens chosen",
+            kernels.len(),
+            g.adapter
+        );
     }
 }
 
