@@ -17,13 +17,17 @@ use crate::qwengpu::suite;
 /// Positions a test machine has room for (the whole suite is about 114,000).
 const CAPACITY: usize = 1 << 20;
 
-/// The kernels a comma-separated list names (`all`: the whole suite, in its order).
+/// The kernels a comma-separated list names, in the suite's order (`all`: the whole suite); a
+/// name that is not a suite kernel's panics, naming it.
 pub fn named(names: &str) -> Vec<&'static str> {
-    let all = suite::kernels().iter().map(|k| k.name).collect();
+    let all: Vec<&'static str> = suite::kernels().iter().map(|k| k.name).collect();
     if names == "all" {
         return all;
     }
     let names: Vec<&str> = names.split(',').map(str::trim).collect();
+    if let Some(bad) = names.iter().find(|n| !all.contains(n)) {
+        panic!("QWENGPU_MACHINE_KERNELS: {bad:?} is not a suite kernel");
+    }
     all.into_iter().filter(|k| names.contains(k)).collect()
 }
 

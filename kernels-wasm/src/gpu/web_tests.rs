@@ -102,7 +102,6 @@ async fn swiglu_bad_input_is_named() {
 async fn the_machine_runs_a_kernel_in_lockstep() {
     let names = option_env!("QWENGPU_MACHINE_KERNELS").unwrap_or("warp_broadcast");
     let kernels = super::machine_checks::named(names);
-    assert!(!kernels.is_empty(), "QWENGPU_MACHINE_KERNELS={names} names no suite kernel");
     if let Some(g) = gpu().await {
         let chosen =
             super::machine_checks::machine_launches_are_the_interpreters(&g, &kernels, kernels.len() <= 4).await;
