@@ -3,6 +3,10 @@
 //! argmax, whose id is the next position's input without leaving the GPU. The page reads the
 //! chosen ids back 256 positions at a time (each checked against the interpreter) and the
 //! machine's rows after the last step.
+//!
+//! Tested end to end: the e2e test picks WebGPU in the panel and checks the arrays, the summary,
+//! the steps not read back and the last step's rows against the interpreter (a logic test in
+//! Chromium would run the same minute-long launch on SwiftShader a second time).
 
 use super::qwengpu::MAX_STEPS;
 use super::qwengpu_spliced::{finish, prepare, SplicedModel, SplicedRun};
@@ -56,35 +60,3 @@ pub async fn spliced_run_gpu(
     Ok(run)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::logic::qwengpu_spliced::SplicedStep;
-    use kernels_wasm::qwengpu::suite::kernels;
-    use wasm_bindgen_test::wasm_bindgen_test as test;
-
-    /// warp_broadcast (one of the shortest launches: on SwiftShader a position costs tens of
-    /// milliseconds) on the page's GPU machine: the arrays are the plain Rust version's, every
-    /// step's tokens are the model's choices, and the rows read back after the last step hold
-    /// the interpreter's machine; the steps before are marked unread, not passed off as
-    /// agreeing. Launches one after another in one machine are `kernels_wasm`'s tests.
-    #[test]
-    async fn the_page_runs_a_kernel_on_the_gpu_machine() {
-        let gpu = Gpu::new().await.expect("WebGPU in headless Chromium");
-        let model = SplicedModel::build().unwrap();
-        let mut machine = gpu_machine(&model, &gpu).unwrap();
-        let k = kernels().into_iter().find(|k| k.name == "warp_broadcast").unwrap();
-        let r = spliced_run_gpu(&model, (&gpu, &mut machine), &k, k.ptx, || 0.0).await.unwrap();
-        assert!(r.arrays_equal && r.on.is_some());
-        assert_eq!(r.steps.len() as u64, r.launched.steps);
-        let chosen: usize = r.steps.iter().map(|s| s.tokens.len()).sum();
-        assert_eq!(chosen as u64 + 1, r.launched.chosen);
-        let (last, before) = r.steps.split_last().unwrap();
-        assert!(last.read && last.agrees(), "{last:?}");
-        assert!(before.iter().all(|s| !s.read && !SplicedStep::agrees(s)));
-        // Edited PTX the machine cannot run is refused, naming the line.
-        let bad = k.ptx.replacen("add.s32", "add.f32", 1);
-        let err = spliced_run_gpu(&model, (&gpu, &mut machine), &k, &bad, || 0.0).await.unwrap_err();
-        assert!(err.contains("PTX line"), "{err}");
-    }
-}
