@@ -32,9 +32,15 @@ pub fn named(names: &str) -> Vec<&'static str> {
 }
 
 /// Launches `kernels` in turn on the GPU machine of the spliced tiny llama; returns the tokens
-/// the model chose in all. With `cpu_too` the CPU runner launches them too and every DeltaNet
-/// state must then be the GPU's, bit for bit.
-pub async fn machine_launches_are_the_interpreters(gpu: &Gpu, kernels: &[&str], cpu_too: bool) -> u64 {
+/// the model chose in all, and tells `log` of each kernel checked (a whole-suite campaign runs
+/// for hours). With `cpu_too` the CPU runner launches them too and every DeltaNet state must
+/// then be the GPU's, bit for bit.
+pub async fn machine_launches_are_the_interpreters(
+    gpu: &Gpu,
+    kernels: &[&str],
+    cpu_too: bool,
+    log: impl Fn(&str),
+) -> u64 {
     let (c, model) = llama();
     let splice = Splice::new(c).unwrap();
     let mut machine = GpuMachine::new(gpu, &splice, &splice.norms(&model), CAPACITY).unwrap();
@@ -62,6 +68,7 @@ pub async fn machine_launches_are_the_interpreters(gpu: &Gpu, kernels: &[&str], 
         assert_eq!(rows.registers.len(), warps.0 * spec.lanes, "{name}");
         let exited = Some(u32::from(crate::qwengpu::sequencer::EXITED));
         assert!(rows.registers.iter().all(|r| r.pc == exited), "{name}: {:?}", rows.registers);
+        log(&alloc::format!("{name}: {} steps, {} tokens chosen, in lockstep", out.steps, out.chosen));
     }
     assert_eq!(machine.position() as u64, chosen + prompts(&splice, kernels), "positions run");
     if cpu_too {

@@ -213,7 +213,9 @@ fn the_machine_runs_kernels_in_lockstep() {
     let names = std::env::var("QWENGPU_MACHINE_KERNELS").unwrap_or_else(|_| "reverse,warp_scan".into());
     let kernels = super::machine_checks::named(&names);
     let cpu_too = kernels.len() <= 4;
-    let chosen = block_on(super::machine_checks::machine_launches_are_the_interpreters(gpu, &kernels, cpu_too));
+    let chosen = block_on(super::machine_checks::machine_launches_are_the_interpreters(gpu, &kernels, cpu_too, |l| {
+        eprintln!("{l}")
+    }));
     eprintln!("{} kernels in lockstep on {}: {chosen} tokens chosen", kernels.len(), gpu.adapter);
 }
 

@@ -104,7 +104,10 @@ async fn the_machine_runs_a_kernel_in_lockstep() {
     let kernels = super::machine_checks::named(names);
     if let Some(g) = gpu().await {
         let chosen =
-            super::machine_checks::machine_launches_are_the_interpreters(&g, &kernels, kernels.len() <= 4).await;
+            super::machine_checks::machine_launches_are_the_interpreters(&g, &kernels, kernels.len() <= 4, |l| {
+                wasm_bindgen_test::console_log!("{l}")
+            })
+            .await;
         wasm_bindgen_test::console_log!(
             "{} kernels in lockstep on {}: {chosen} tokens chosen",
             kernels.len(),

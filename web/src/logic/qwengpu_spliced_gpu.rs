@@ -59,4 +59,3 @@ pub async fn spliced_run_gpu(
     }
     Ok(run)
 }
-
