@@ -122,8 +122,12 @@ pub(crate) struct Viewer {
 
 impl Viewer {
     /// Takes a token fed to the model; at a step's end records the step with the rows `rows`
-    /// reads back (`None`: not read at this step).
-    pub(crate) fn take(&mut self, f: &Fed, rows: impl FnOnce(usize) -> Option<MachineRows>) -> ControlFlow<()> {
+    /// reads back (`Ok(None)`: not read at this step; an error stops the launch).
+    pub(crate) fn take(
+        &mut self,
+        f: &Fed,
+        rows: impl FnOnce(usize) -> Result<Option<MachineRows>, String>,
+    ) -> ControlFlow<()> {
         if f.chosen {
             self.tokens.push(f.token);
         }
@@ -139,10 +143,13 @@ impl Viewer {
         };
         self.file.after(&record, &self.m);
         let w = record.warp;
-        let rows = rows(self.m.global.len());
-        let (read, (registers, memory)) = match rows {
-            Some(r) => (true, (r.registers.into_iter().filter(|row| row.warp as usize == w).collect(), r.memory)),
-            None => (false, (Vec::new(), Vec::new())),
+        let (read, (registers, memory)) = match rows(self.m.global.len()) {
+            Ok(Some(r)) => (true, (r.registers.into_iter().filter(|row| row.warp as usize == w).collect(), r.memory)),
+            Ok(None) => (false, (Vec::new(), Vec::new())),
+            Err(e) => {
+                self.error = Some(e);
+                return ControlFlow::Break(());
+            }
         };
         self.steps.push(SplicedStep {
             record,
@@ -208,7 +215,9 @@ pub fn spliced_run(
     let launched =
         launch_observed(runner, splice, (spec, &kernel.program), &p.memory, &p.launch, MAX_STEPS as u64, |f, r| {
             let t = now();
-            let flow = viewer.take(&f, |words| splice.machine_rows(r, warps, spec.regs, words));
+            let not_spliced = || "the runner is not spliced".to_string();
+            let flow = viewer
+                .take(&f, |words| splice.machine_rows(r, warps, spec.regs, words).map(Some).ok_or_else(not_spliced));
             reading += now() - t;
             flow
         });

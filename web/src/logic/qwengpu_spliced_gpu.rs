@@ -43,7 +43,7 @@ pub async fn spliced_run_gpu(
     let splice = &model.splice;
     let start = now();
     let fed = |f: &Fed| {
-        let _ = viewer.take(f, |_| None);
+        let _ = viewer.take(f, |_| Ok(None));
     };
     let launched =
         gpu_launch((gpu, &mut *machine), splice, (spec, &kernel.program), &p.memory, &p.launch, MAX_STEPS as u64, fed)
