@@ -68,6 +68,14 @@ fn dummy_writes_a_model_that_runs_benches_and_converts() {
         assert!(table.lines().any(|l| l.contains(test) && l.contains(" ± ")), "{table}");
     }
     assert!(table.contains("peak RSS") && table.contains("memory read here"), "{table}");
+    // As llama-bench's -d: both tests after 24 tokens in the cache, named so; an f32 cache too.
+    for cache in ["f16", "f32"] {
+        let args = ["bench", "-m", s(&model), "-p", "16", "-n", "8", "-r", "1", "-d", "24", "--cache-type", cache];
+        let table = ok(&bitnet(&args));
+        for test in ["pp16 @ d24", "tg8 @ d24"] {
+            assert!(table.lines().any(|l| l.contains(test) && l.contains(" ± ")), "{cache}: {table}");
+        }
+    }
     // TL2 → I2_S: the same model, so greedy text is the same.
     let i2s = tmp("dummy-tiny.i2_s.gguf");
     ok(&bitnet(&["convert", "-i", s(&model), "--quant", "i2_s", "-o", s(&i2s)]));

@@ -86,7 +86,8 @@ pub fn need(c: &Config, quant: Quant, count: usize, weights: u64, context: usize
     let scratch = (context as u64 + c.head_dim() as u64) * 4;
     Need {
         weights,
-        kv_cache: count as u64 * 2 * context as u64 * kv * 4,
+        // Keys and values as F16, as the node's `Cache` keeps them.
+        kv_cache: count as u64 * 2 * context as u64 * kv * 2,
         sram_fixed: (HEADER + MAX_PAYLOAD + 2) as u64 + STACK_RESERVE + scratch,
         sram_per_row: per_row,
     }
@@ -205,4 +206,23 @@ pub fn fewest_nodes(
         nodes += 1;
     }
     Ok(nodes.max(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::bitnet::model::{Cache, Config, Quant};
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    /// The budget's KV cache is the one a node allocates (F16 keys and values), at every size.
+    #[test]
+    fn the_budgeted_kv_cache_is_the_cache_a_node_allocates() {
+        for size in ["tiny", "125M", "1.5B"] {
+            let c = Config::dummy(size).expect("a dummy layout");
+            for (count, context) in [(1, 16), (3, 64)] {
+                let need = super::need(&c, Quant::I2s, count, 0, context);
+                assert_eq!(need.kv_cache, Cache::for_layers(&c, count, context).bytes() as u64, "{size}");
+            }
+        }
+    }
 }

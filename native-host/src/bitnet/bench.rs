@@ -4,13 +4,15 @@
 //!
 //! As llama-bench: the prompt is random tokens after BOS, processed from an empty cache; the
 //! generation test decodes random tokens one at a time from an empty cache; a warm-up run of
-//! each comes first and is not counted.
+//! each comes first and is not counted. As llama-bench's `-d`, `--depth N` runs both tests after
+//! N random tokens already in the cache (filled untimed before each run), and names them
+//! `pp512 @ d N`; `--cache-type f32` keeps keys and values in f32 instead of F16 (its `-ctk`).
 
 use super::open;
 use super::run::Session;
 use anyhow::{bail, Result};
 use kernels_wasm::bitnet::model::forward::Exec;
-use kernels_wasm::bitnet::model::Logits;
+use kernels_wasm::bitnet::model::{Cache, Logits};
 use kernels_wasm::bitnet::random::Rng;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -34,6 +36,21 @@ pub struct Args {
     /// Prompt tokens per forward call (bitnet.cpp's e2e_benchmark.py passes -b 1).
     #[arg(short = 'b', long, default_value_t = 512)]
     pub batch: usize,
+    /// Tokens already in the cache when each test starts (llama-bench's -d).
+    #[arg(short = 'd', long, default_value_t = 0)]
+    pub depth: usize,
+    /// How the KV cache keeps keys and values.
+    #[arg(long, value_enum, default_value_t = CacheType::F16)]
+    pub cache_type: CacheType,
+}
+
+/// The KV cache's element type.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheType {
+    /// IEEE halves, as llama.cpp's default cache (the forward pass rounds K and V to F16 anyway).
+    F16,
+    /// f32: twice the bytes, the same results.
+    F32,
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -44,15 +61,23 @@ pub fn run(args: Args) -> Result<()> {
     if args.batch == 0 {
         bail!("-b 0: give at least one token per batch");
     }
-    let ctx = (args.n_prompt.max(args.n_gen) + 1).max(1);
+    let ctx = args
+        .depth
+        .checked_add(args.n_prompt.max(args.n_gen) + 1)
+        .ok_or_else(|| anyhow::anyhow!("-d {}: too deep", args.depth))?;
     let model = open(&args.model)?;
     let c = model.config.clone();
     let quant = model.blocks.first().map(|b| b.attn.q.quant().name().to_uppercase()).unwrap_or_default();
     let bytes = std::fs::metadata(&args.model)?.len();
     let params = c.ternary_weights() + (c.vocab * c.dim) as u64;
     let mut s = Session::new(model, args.threads, ctx)?;
+    if args.cache_type == CacheType::F32 {
+        s.cache = Cache::f32(&s.model.config, ctx);
+    }
     let mut rng = Rng::new(1);
     let mut tokens = |n: usize| -> Vec<u32> { (0..n).map(|_| (rng.next_u64() % c.vocab as u64) as u32).collect() };
+    let depth = tokens(args.depth);
+    let at = |test: String| if args.depth > 0 { format!("{test} @ d{}", args.depth) } else { test };
     let mut results = Vec::new();
     if args.n_prompt > 0 {
         let prompt = tokens(args.n_prompt);
@@ -60,6 +85,8 @@ pub fn run(args: Args) -> Result<()> {
             &mut s,
             args.reps,
             args.n_prompt,
+            &depth,
+            args.batch,
             |_| (),
             |s| {
                 let ex = Exec::best(&s.pool);
@@ -69,7 +96,7 @@ pub fn run(args: Args) -> Result<()> {
                 Ok(())
             },
         )?;
-        results.push((format!("pp{}", args.n_prompt), rates));
+        results.push((at(format!("pp{}", args.n_prompt)), rates));
     }
     // Generation streams every weight once per token, so beside each generation run (warm-up
     // included) the same bytes are read plainly, best of three: the cap is what this memory
@@ -82,14 +109,14 @@ pub fn run(args: Args) -> Result<()> {
             let weights = token_weights(&s.model);
             reads.push((0..3).map(|_| read_rate(&weights, args.threads)).fold(0.0, f64::max));
         };
-        let rates = timed(&mut s, args.reps, args.n_gen, beside, |s| {
+        let rates = timed(&mut s, args.reps, args.n_gen, &depth, args.batch, beside, |s| {
             for &token in &gen {
                 s.step(token)?;
             }
             Ok(())
         })?;
         reads.remove(0);
-        results.push((format!("tg{}", args.n_gen), rates));
+        results.push((at(format!("tg{}", args.n_gen)), rates));
     }
     let model_name = format!("bitnet {:.0}M {quant}", params as f64 / 1e6);
     println!("| model                  |       size |     params | backend | threads | test  |              t/s |");
@@ -216,18 +243,24 @@ fn sum_words(words: &[u64], acc: &mut [u64; 8]) {
     plain(words, acc)
 }
 
-/// Tokens per second of `reps` runs of `f` (`tokens` each) from an empty cache, after one
-/// uncounted warm-up run; `beside` runs untimed before each.
+/// Tokens per second of `reps` runs of `f` (`tokens` each) from a cache holding `depth` (fed
+/// `batch` at a time), after one uncounted warm-up run; `beside` runs untimed before each.
 fn timed(
     s: &mut Session,
     reps: usize,
     tokens: usize,
+    depth: &[u32],
+    batch: usize,
     mut beside: impl FnMut(&Session),
     mut f: impl FnMut(&mut Session) -> Result<()>,
 ) -> Result<Vec<f64>> {
     let mut rates = Vec::new();
     for rep in 0..=reps {
         s.cache.clear();
+        let ex = Exec::best(&s.pool);
+        for chunk in depth.chunks(batch) {
+            s.model.forward(chunk, &mut s.cache, &ex, Logits::Last)?;
+        }
         beside(s);
         let t = Instant::now();
         f(s)?;

@@ -19,7 +19,9 @@
 //! off: the f32 reference forward of the same ternary model. Transcendentals come from `libm`,
 //! so native, wasm and `no_std` builds compute the same bits.
 
-use super::attend;
+use super::attend::{self, Kv};
+use super::cache::{sized, Layer, ReadRows, Rows};
+pub use super::cache::{Cache, Scratch};
 use super::config::Config;
 use super::linear::Linear;
 use super::par::{Disjoint, Parallel};
@@ -174,84 +176,6 @@ impl Rope {
     }
 }
 
-/// The KV cache of every layer: `context × kv_dim` keys and values each; and the rows a block
-/// works in, kept from one call to the next.
-#[derive(Debug, Clone)]
-pub struct Cache {
-    k: Vec<Vec<f32>>,
-    v: Vec<Vec<f32>>,
-    scratch: Scratch,
-    /// Positions filled.
-    pub len: usize,
-    pub context: usize,
-}
-
-/// One block's part of a [`Cache`], what [`Block::forward`] reads and writes.
-pub struct Layer<'a> {
-    pub k: &'a mut [f32],
-    pub v: &'a mut [f32],
-    pub scratch: &'a mut Scratch,
-}
-
-/// The working rows of a block: a 512-token prompt's are megabytes per layer, and allocating
-/// them afresh in every layer cost 18 % of the prompt's time in page faults, zeroing and
-/// copies. Nothing in them outlives a call (each value is written before it is read), so a
-/// clone starts empty.
-#[derive(Debug, Default)]
-pub struct Scratch {
-    /// The normalised input of the attention, then of the FFN.
-    h: Vec<f32>,
-    /// What the block adds to its input: the attention's, then the FFN's output projection.
-    y: Vec<f32>,
-    q: Vec<f32>,
-    /// The attention's output rows, token by token (head after head in each).
-    att: Vec<f32>,
-    gate: Vec<f32>,
-    up: Vec<f32>,
-}
-
-impl Clone for Scratch {
-    fn clone(&self) -> Scratch {
-        Scratch::default()
-    }
-}
-
-/// `buf` as `len` values, for a caller that writes every one before reading it.
-fn sized(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
-    buf.resize(len, 0.0);
-    &mut buf[..len]
-}
-
-impl Cache {
-    pub fn new(c: &Config, context: usize) -> Cache {
-        Cache::for_layers(c, c.layers, context)
-    }
-
-    /// A cache for `layers` blocks of a model shaped `c` (an ESP32 node holds a few).
-    pub fn for_layers(c: &Config, layers: usize, context: usize) -> Cache {
-        let size = context * c.kv_dim();
-        // One zeroed allocation per layer (`vec![v; n]` would clone the first, writing every page
-        // of a cache that a short conversation never reaches).
-        let zeroed = || (0..layers).map(|_| vec![0.0; size]).collect::<Vec<_>>();
-        let (k, v) = (zeroed(), zeroed());
-        Cache { k, v, scratch: Scratch::default(), len: 0, context }
-    }
-
-    /// Keys and values of the cache's block `b`, and the working rows.
-    pub fn layer(&mut self, b: usize) -> Layer<'_> {
-        Layer { k: &mut self.k[b], v: &mut self.v[b], scratch: &mut self.scratch }
-    }
-
-    /// Bytes the KV cache holds.
-    pub fn bytes(&self) -> usize {
-        self.k.iter().chain(&self.v).map(|l| l.len() * 4).sum()
-    }
-
-    pub fn clear(&mut self) {
-        self.len = 0;
-    }
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub struct Attention {
     pub q: Linear,
@@ -271,12 +195,12 @@ impl Attention {
         let hd = self.rope.head_dim;
         let (dim, kv_dim) = (self.heads * hd, self.kv_heads * hd);
         let n = xs.len() / self.q.shape().1;
-        let Layer { k: k_cache, v: v_cache, scratch } = layer;
+        let Layer { kv: cache, scratch } = layer;
+        if ex.reference && matches!(cache, Rows::F16 { .. }) {
+            return Err(ModelError::ReferenceCache);
+        }
         let q = sized(&mut scratch.q, n * dim);
-        // The new keys and values are projected straight into their cache rows (n × kv_dim
-        // there too), rotated and rounded in place.
-        let at = start * kv_dim..(start + n) * kv_dim;
-        let (k, v) = (&mut k_cache[at.clone()], &mut v_cache[at]);
+        let (k, v) = (sized(&mut scratch.k, n * kv_dim), sized(&mut scratch.v, n * kv_dim));
         ex.linears(&[&self.q, &self.k, &self.v], xs, &mut [&mut *q, &mut *k, &mut *v])?;
         ex.warm(&[&self.o]);
         // Each token's angles once for its query and key, the tokens shared out to the threads.
@@ -285,14 +209,43 @@ impl Attention {
         ex.rows(k, kv_dim, &|i, k| self.rope.rotate(k, &angles[i]));
         ex.round_half(k);
         ex.round_half(v);
-        let (q, keys, values) = (&*q, &**k_cache, &**v_cache);
+        // The new keys and values join the cache; attention reads them back from there.
+        cache.store(start, cache.elements() / kv_dim, hd, k, v);
         let out = sized(&mut scratch.att, n * dim);
+        cache.read(Heads { attn: self, q, out: &mut *out, n, start, ex })?;
+        // Again: the attention's job cancelled the first hint (the lines it brought stay).
+        ex.warm(&[&self.o]);
+        self.sub_norm.forward(out, ex);
+        ex.linear(&self.o, out, y)?;
+        Ok(())
+    }
+}
+
+/// Attention's heads over a block's cache, once the new positions have joined it: what
+/// [`Attention::forward`] hands the cache, to run on its rows whatever their element type.
+struct Heads<'a> {
+    attn: &'a Attention,
+    /// The `n` tokens' rotated queries, and where their outputs go.
+    q: &'a [f32],
+    out: &'a mut [f32],
+    n: usize,
+    start: usize,
+    ex: &'a Exec<'a>,
+}
+
+impl ReadRows<Result<(), crate::bitnet::BitnetError>> for Heads<'_> {
+    fn read<K: Kv>(self, keys: &[K], values: &[K]) -> Result<(), crate::bitnet::BitnetError> {
+        let Heads { attn, q, out, n, start, ex } = self;
+        let hd = attn.rope.head_dim;
+        let (dim, kv_dim) = (attn.heads * hd, attn.kv_heads * hd);
+        // Each KV head's rows lie together, `hd` apart (see `cache`).
+        let context = keys.len() / kv_dim;
         let outs = Disjoint::new(&mut *out);
         let scale = 1.0 / libm::sqrtf(hd as f32);
-        let group_size = self.heads / self.kv_heads;
+        let group_size = attn.heads / attn.kv_heads;
         // One work unit per (head, token), heads outermost: every thread gets whole heads, so
         // the long contexts of the late tokens are shared evenly.
-        ex.par.ranges(self.heads * n, &|units| {
+        ex.par.ranges(attn.heads * n, &|units| {
             // Each group's rounded query rows and softmax weights, reused group after group.
             let (mut qs, mut ws): ([Vec<f32>; 4], [Vec<f32>; 4]) = Default::default();
             let mut u = units.start;
@@ -301,7 +254,7 @@ impl Attention {
                 // Up to four neighbouring tokens of this head, which share every key and value
                 // read.
                 let group = (n - i).min(units.end - u).min(4);
-                let kv = (h / group_size) * hd;
+                let kv = (h / group_size) * context * hd;
                 let at = Group {
                     q,
                     dim,
@@ -311,7 +264,7 @@ impl Attention {
                     scale,
                     keys: &keys[kv..],
                     values: &values[kv..],
-                    stride: kv_dim,
+                    stride: hd,
                     ex,
                 };
                 let row = |t: usize| (i + t) * dim + h * hd;
@@ -328,17 +281,12 @@ impl Attention {
                 u += group;
             }
             Ok(())
-        })?;
-        // Again: the attention's job cancelled the first hint (the lines it brought stay).
-        ex.warm(&[&self.o]);
-        self.sub_norm.forward(out, ex);
-        ex.linear(&self.o, out, y)?;
-        Ok(())
+        })
     }
 }
 
 /// Neighbouring tokens `first_token..` of one head in attention.
-struct Group<'a> {
+struct Group<'a, K> {
     /// Every token's rotated query row (`dim` values).
     q: &'a [f32],
     dim: usize,
@@ -348,13 +296,13 @@ struct Group<'a> {
     start: usize,
     scale: f32,
     /// The cache rows from this head's keys and values on, a row every `stride` values.
-    keys: &'a [f32],
-    values: &'a [f32],
+    keys: &'a [K],
+    values: &'a [K],
     stride: usize,
     ex: &'a Exec<'a>,
 }
 
-impl Group<'_> {
+impl<K: Kv> Group<'_, K> {
     /// Token `first_token + t`'s attention output into `outs[t]`: its query rounded as ggml
     /// rounds a mul_mat's F32 operand (into `qs[t]`), scores over the causal positions
     /// `0..=start + token` (into `ws[t]`), softmax as ggml's soft_max (sum in f64), the weights

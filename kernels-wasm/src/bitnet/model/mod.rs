@@ -14,7 +14,7 @@
 //! - [`table`]: the embedding table, which is also the output layer; [`qtable`]: its Q8_0 and
 //!   Q6_K forms.
 //! - [`par`]: how a layer's rows are shared out (one thread, or the [`super::pool::Pool`]).
-//! - [`forward`]: the model, one struct per layer, with its KV cache.
+//! - [`forward`]: the model, one struct per layer; [`cache`]: its KV cache (F16, as llama.cpp's).
 //! - [`load`] / [`write`]: GGUF in and out (weights stay in the file's memory map).
 //! - [`build`]: layers from their tensors, wherever the bytes are (a file, a node's buffers).
 //! - [`tokenizer`]: the SentencePiece BPE (`tokenizer.ggml.model = llama`) of llama.cpp.
@@ -26,6 +26,7 @@ mod attend;
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
 mod block_gemm;
 pub mod build;
+pub mod cache;
 pub mod config;
 pub mod convert;
 pub mod dummy;
@@ -69,6 +70,8 @@ pub enum ModelError {
     Token { id: usize, vocab: usize },
     #[error("tokenizer: {0}")]
     Tokenizer(String),
+    #[error("the f32 reference forward rounds nothing, so it needs an f32 KV cache (Cache::f32); this one keeps F16")]
+    ReferenceCache,
 }
 
 impl ModelError {

@@ -216,6 +216,19 @@ pub fn round_to_f16(v: &mut [f32]) {
     v.iter_mut().for_each(|x| *x = f16_to_f32(f32_to_f16(*x)));
 }
 
+/// `src` rounded to the nearest F16 (ties to even), as IEEE halves' bits into `dst` (as long):
+/// the bits [`round_to_f16`] widens back. F16C where the CPU has it, else [`f32_to_f16`].
+pub fn to_f16(src: &[f32], dst: &mut [u16]) {
+    assert_eq!(src.len(), dst.len(), "one half per value");
+    #[cfg(all(target_arch = "x86_64", feature = "std"))]
+    if std::is_x86_feature_detected!("f16c") {
+        // SAFETY: F16C was detected just now; the slices are one length.
+        unsafe { x86::to_f16(src, dst) };
+        return;
+    }
+    dst.iter_mut().zip(src).for_each(|(h, x)| *h = f32_to_f16(*x));
+}
+
 /// Whether this machine runs the SIMD kernels (AVX2 + F16C, or wasm simd128).
 pub fn simd_available() -> bool {
     #[cfg(all(target_arch = "x86_64", feature = "std"))]
@@ -401,6 +414,20 @@ mod x86 {
         }
         for x in chunks.into_remainder() {
             *x = super::f16_to_f32(super::f32_to_f16(*x));
+        }
+    }
+
+    /// F32 → F16 bits (round to nearest even), eight at a time; `dst` as long as `src`.
+    #[cfg(feature = "std")]
+    #[target_feature(enable = "avx,f16c")]
+    pub unsafe fn to_f16(src: &[f32], dst: &mut [u16]) {
+        let whole = src.len() / 8 * 8;
+        for i in (0..whole).step_by(8) {
+            let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(src.as_ptr().add(i)));
+            _mm_storeu_si128(dst.as_mut_ptr().add(i).cast(), h);
+        }
+        for (h, x) in dst[whole..].iter_mut().zip(&src[whole..]) {
+            *h = super::f32_to_f16(*x);
         }
     }
 

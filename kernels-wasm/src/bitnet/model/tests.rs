@@ -116,6 +116,39 @@ fn every_backend_gives_the_scalar_kernels_bits_for_the_whole_model() {
     }
 }
 
+/// The F16 cache (llama.cpp's cache type) holds the values the forward pass rounded to F16
+/// anyway: a prompt, then token after token, gives an f32 cache's bits with half its bytes.
+#[test]
+fn an_f16_cache_gives_an_f32_caches_bits_in_half_the_bytes() {
+    let m = fixture();
+    let mut prompt = vec![1u32, 313, 278, 403, 351];
+    prompt.extend((0..15).map(|i| (i * 7919 + 11) % m.config.vocab as u32));
+    #[cfg(not(target_arch = "wasm32"))]
+    let pool = crate::bitnet::pool::Pool::new(2).unwrap();
+    #[cfg(not(target_arch = "wasm32"))]
+    let execs = [scalar(), Exec::best(&Single), Exec::best(&pool)];
+    #[cfg(target_arch = "wasm32")]
+    let execs = [scalar(), Exec::best(&Single)];
+    for ex in &execs {
+        let (mut half, mut full) = (Cache::new(&m.config, 32), Cache::f32(&m.config, 32));
+        assert!(half.is_f16() && !full.is_f16());
+        assert_eq!(2 * half.bytes(), full.bytes());
+        let mut a = m.forward(&prompt, &mut half, ex, Logits::All).unwrap();
+        let b = m.forward(&prompt, &mut full, ex, Logits::All).unwrap();
+        assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()), "the prompt, {:?}", ex.backend);
+        for step in 0..8 {
+            let t = sample::greedy(&a[a.len() - m.config.vocab..]);
+            a = m.forward(&[t], &mut half, ex, Logits::Last).unwrap();
+            let b = m.forward(&[t], &mut full, ex, Logits::Last).unwrap();
+            assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()), "step {step}, {:?}", ex.backend);
+        }
+    }
+    // The reference rounds nothing, so an F16 cache would: it is refused by name.
+    let reference = Exec { reference: true, ..scalar() };
+    let err = m.forward(&prompt, &mut Cache::new(&m.config, 32), &reference, Logits::Last).unwrap_err();
+    assert!(matches!(err, ModelError::ReferenceCache) && err.to_string().contains("Cache::f32"), "{err}");
+}
+
 /// The fixture's ternary weights repacked in `quant`.
 fn repacked(m: &Model, quant: Quant) -> Model {
     let mut r = m.clone();
@@ -156,7 +189,7 @@ fn the_model_follows_its_f32_reference_within_the_stated_bound() {
     let tokens = m.tokenizer.as_ref().unwrap().encode(PPL_TEXT, true).unwrap();
     let prompt = &tokens[..96];
     let reference = Exec { reference: true, ..scalar() };
-    let (mut c1, mut c2) = (Cache::new(&m.config, 96), Cache::new(&m.config, 96));
+    let (mut c1, mut c2) = (Cache::new(&m.config, 96), Cache::f32(&m.config, 96));
     let a = m.forward(prompt, &mut c1, &Exec::best(&Single), Logits::All).unwrap();
     let b = m.forward(prompt, &mut c2, &reference, Logits::All).unwrap();
     let v = m.config.vocab;

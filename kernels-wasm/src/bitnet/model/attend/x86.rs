@@ -1,11 +1,15 @@
 //! Attention's sums with 8- and 16-wide registers: mul then add, or fused where `F` (the
 //! products are exact: see the parent's notes), either way the same roundings.
 
+use super::Kv;
 use core::arch::x86_64::*;
 
-/// Whether the AVX forms can run: AVX2 and FMA (every AVX2 CPU has both).
+/// Whether the AVX forms can run: AVX2, FMA and F16C (every AVX2 CPU has all three; F16C
+/// widens an F16 cache's rows as they load).
 pub fn avx2() -> bool {
-    std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+    std::is_x86_feature_detected!("avx2")
+        && std::is_x86_feature_detected!("fma")
+        && std::is_x86_feature_detected!("f16c")
 }
 
 /// `acc + a·b`, fused where `F`.
@@ -43,17 +47,17 @@ pub fn avx512() -> bool {
 /// in the same order as [`super::tree`], only across rows side by side.
 ///
 /// # Safety
-/// AVX-512 F and DQ; every query's length a multiple of 8 and every row as long as it.
-#[target_feature(enable = "avx512f,avx512dq")]
-pub unsafe fn dot8_512<const Q: usize, const F: bool>(a: [&[f32]; Q], b: [&[f32]; 8]) -> [[f32; 8]; Q] {
+/// AVX-512 F and DQ (every such CPU has F16C); every query's length a multiple of 8 and every row as long as it.
+#[target_feature(enable = "avx512f,avx512dq,f16c")]
+pub unsafe fn dot8_512<const Q: usize, const F: bool, K: Kv>(a: [&[f32]; Q], b: [&[K]; 8]) -> [[f32; 8]; Q] {
     let d = a[0].len();
     assert!(d.is_multiple_of(8) && a.iter().all(|q| q.len() == d) && b.iter().all(|r| r.len() == d));
     let mut acc = [[_mm512_setzero_ps(); 4]; Q];
     for t in (0..d).step_by(8) {
         let q: [__m512; Q] = core::array::from_fn(|i| _mm512_broadcast_f32x8(_mm256_loadu_ps(a[i].as_ptr().add(t))));
         for j in 0..4 {
-            let lo = _mm512_castps256_ps512(_mm256_loadu_ps(b[2 * j].as_ptr().add(t)));
-            let k = _mm512_insertf32x8::<1>(lo, _mm256_loadu_ps(b[2 * j + 1].as_ptr().add(t)));
+            let lo = _mm512_castps256_ps512(K::load8(b[2 * j].as_ptr().add(t)));
+            let k = _mm512_insertf32x8::<1>(lo, K::load8(b[2 * j + 1].as_ptr().add(t)));
             for i in 0..Q {
                 acc[i][j] = madd512::<F>(acc[i][j], q[i], k);
             }
@@ -92,12 +96,12 @@ pub const L512: usize = 16;
 /// layout) as one narrower block.
 ///
 /// # Safety
-/// AVX-512 F.
-#[target_feature(enable = "avx512f")]
-pub unsafe fn accumulate_512<const Q: usize, const F: bool>(
+/// AVX-512 F (every such CPU has F16C).
+#[target_feature(enable = "avx512f,f16c")]
+pub unsafe fn accumulate_512<const Q: usize, const F: bool, K: Kv>(
     mut o: [&mut [f32]; Q],
     w: [&[f32]; Q],
-    values: &[f32],
+    values: &[K],
     stride: usize,
 ) {
     let (d, len) = (o[0].len(), w[0].len());
@@ -105,34 +109,34 @@ pub unsafe fn accumulate_512<const Q: usize, const F: bool>(
     assert!(len == 0 || values.len() >= (len - 1) * stride + d);
     let whole = d / 64 * 64;
     for c in (0..whole).step_by(64) {
-        block::<Q, 4, F>(&mut o, &w, values, stride, c);
+        block::<Q, 4, F, K>(&mut o, &w, values, stride, c);
     }
     match (d - whole) / L512 {
-        1 => block::<Q, 1, F>(&mut o, &w, values, stride, whole),
-        2 => block::<Q, 2, F>(&mut o, &w, values, stride, whole),
-        3 => block::<Q, 3, F>(&mut o, &w, values, stride, whole),
+        1 => block::<Q, 1, F, K>(&mut o, &w, values, stride, whole),
+        2 => block::<Q, 2, F, K>(&mut o, &w, values, stride, whole),
+        3 => block::<Q, 3, F, K>(&mut o, &w, values, stride, whole),
         _ => {}
     }
 }
 
-/// Elements `c..c + 16·K` of every output, in `K` registers each across all positions.
-#[target_feature(enable = "avx512f")]
+/// Elements `c..c + 16·R` of every output, in `R` registers each across all positions.
+#[target_feature(enable = "avx512f,f16c")]
 #[inline]
 #[allow(clippy::needless_range_loop)] // register tiles read best as indices
-unsafe fn block<const Q: usize, const K: usize, const F: bool>(
+unsafe fn block<const Q: usize, const R: usize, const F: bool, K: Kv>(
     o: &mut [&mut [f32]; Q],
     w: &[&[f32]; Q],
-    values: &[f32],
+    values: &[K],
     stride: usize,
     c: usize,
 ) {
-    let mut acc: [[__m512; K]; Q] =
+    let mut acc: [[__m512; R]; Q] =
         core::array::from_fn(|i| core::array::from_fn(|k| _mm512_loadu_ps(o[i].as_ptr().add(c + 16 * k))));
     for p in 0..w[0].len() {
         let v = values.as_ptr().add(p * stride + c);
         let s: [__m512; Q] = core::array::from_fn(|i| _mm512_set1_ps(w[i][p]));
-        for k in 0..K {
-            let v = _mm512_loadu_ps(v.add(16 * k));
+        for k in 0..R {
+            let v = K::load16(v.add(16 * k));
             for i in 0..Q {
                 acc[i][k] = madd512::<F>(acc[i][k], s[i], v);
             }
@@ -147,8 +151,8 @@ unsafe fn block<const Q: usize, const K: usize, const F: bool>(
 
 /// `dot` for four rows at once: one row's chain of eight-lane adds waits on each add, four
 /// chains overlap. Lane j of row r sums elements j, j + 8, … exactly as `dot` does.
-#[target_feature(enable = "avx2,fma")]
-pub unsafe fn dot4<const F: bool>(a: &[f32], b: [&[f32]; 4]) -> [f32; 4] {
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot4<const F: bool, K: Kv>(a: &[f32], b: [&[K]; 4]) -> [f32; 4] {
     let d = a.len();
     assert!(b.iter().all(|r| r.len() == d));
     let whole = d / 8 * 8;
@@ -156,7 +160,7 @@ pub unsafe fn dot4<const F: bool>(a: &[f32], b: [&[f32]; 4]) -> [f32; 4] {
     for t in (0..whole).step_by(8) {
         let ca = _mm256_loadu_ps(a.as_ptr().add(t));
         for r in 0..4 {
-            let cb = _mm256_loadu_ps(b[r].as_ptr().add(t));
+            let cb = K::load8(b[r].as_ptr().add(t));
             l[r] = madd256::<F>(l[r], ca, cb);
         }
     }
@@ -165,7 +169,7 @@ pub unsafe fn dot4<const F: bool>(a: &[f32], b: [&[f32]; 4]) -> [f32; 4] {
         let mut lanes = [0.0f32; 8];
         _mm256_storeu_ps(lanes.as_mut_ptr(), l[r]);
         for j in whole..d {
-            lanes[j % 8] += a[j] * b[r][j];
+            lanes[j % 8] += a[j] * b[r][j].get();
         }
         out[r] = super::tree(&lanes);
     }
@@ -188,17 +192,21 @@ fn group(left: usize) -> usize {
 /// [`tree8`] does). Sum `i·R + r` is query i against row r.
 ///
 /// # Safety
-/// AVX2 and FMA; `a.len() == Q`, every query's length a multiple of 8, every row as long.
-#[target_feature(enable = "avx2,fma")]
+/// AVX2, FMA and F16C; `a.len() == Q`, every query's length a multiple of 8, every row as long.
+#[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 #[allow(clippy::needless_range_loop)] // register tiles read best as indices
-unsafe fn dots<const Q: usize, const R: usize, const F: bool>(a: &[&[f32]], b: [&[f32]; R], scale: f32) -> [f32; 8] {
+unsafe fn dots<const Q: usize, const R: usize, const F: bool, K: Kv>(
+    a: &[&[f32]],
+    b: [&[K]; R],
+    scale: f32,
+) -> [f32; 8] {
     let d = a[0].len();
     assert!(Q * R == 8 && a.len() == Q && d.is_multiple_of(8));
     assert!(a.iter().all(|q| q.len() == d) && b.iter().all(|r| r.len() == d));
     let mut l = [_mm256_setzero_ps(); 8];
     for t in (0..d).step_by(8) {
-        let k: [__m256; R] = core::array::from_fn(|r| _mm256_loadu_ps(b[r].as_ptr().add(t)));
+        let k: [__m256; R] = core::array::from_fn(|r| K::load8(b[r].as_ptr().add(t)));
         for i in 0..Q {
             let x = _mm256_loadu_ps(a[i].as_ptr().add(t));
             for r in 0..R {
@@ -227,11 +235,11 @@ unsafe fn dots<const Q: usize, const R: usize, const F: bool>(a: &[&[f32]], b: [
 /// than L1, so they come from L2 once per group rather than once per query.
 ///
 /// # Safety
-/// AVX2 and FMA; every query as long, a multiple of 8; `out` and `first` one per query.
-#[target_feature(enable = "avx2,fma")]
-pub unsafe fn scores_groups<const F: bool>(
+/// AVX2, FMA and F16C; every query as long, a multiple of 8; `out` and `first` one per query.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn scores_groups<const F: bool, K: Kv>(
     q: &[&[f32]],
-    keys: &[f32],
+    keys: &[K],
     stride: usize,
     scale: f32,
     out: &mut [&mut [f32]],
@@ -247,9 +255,9 @@ pub unsafe fn scores_groups<const F: bool>(
         for p in (0..common).step_by(rows) {
             let qs = &q[i..i + n];
             let s = match n {
-                1 => dots::<1, 8, F>(qs, core::array::from_fn(|r| &keys[(p + r) * stride..][..d]), scale),
-                2 => dots::<2, 4, F>(qs, core::array::from_fn(|r| &keys[(p + r) * stride..][..d]), scale),
-                _ => dots::<4, 2, F>(qs, core::array::from_fn(|r| &keys[(p + r) * stride..][..d]), scale),
+                1 => dots::<1, 8, F, K>(qs, core::array::from_fn(|r| &keys[(p + r) * stride..][..d]), scale),
+                2 => dots::<2, 4, F, K>(qs, core::array::from_fn(|r| &keys[(p + r) * stride..][..d]), scale),
+                _ => dots::<4, 2, F, K>(qs, core::array::from_fn(|r| &keys[(p + r) * stride..][..d]), scale),
             };
             for (o, s) in out[i..i + n].iter_mut().zip(s.chunks_exact(rows)) {
                 o[p..p + rows].copy_from_slice(s);
@@ -261,15 +269,15 @@ pub unsafe fn scores_groups<const F: bool>(
 }
 
 /// `accumulate` of several queries on AVX2, every output a multiple of 8 long and every weight
-/// row as long: in groups ([`group`]), blocks of `8·K` elements in `Q·K = 8` registers across
+/// row as long: in groups ([`group`]), blocks of `8·R` elements in `Q·R = 8` registers across
 /// all positions (eight independent chains, enough for both FMA ports; each value chunk loaded
 /// once for the group), then the last few registers' worth. Each element adds its positions
 /// in order.
 ///
 /// # Safety
-/// AVX2 and FMA.
-#[target_feature(enable = "avx2,fma")]
-pub unsafe fn accumulate_groups<const F: bool>(o: &mut [&mut [f32]], w: &[&[f32]], values: &[f32], stride: usize) {
+/// AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn accumulate_groups<const F: bool, K: Kv>(o: &mut [&mut [f32]], w: &[&[f32]], values: &[K], stride: usize) {
     let (d, len) = (o.first().map_or(0, |o| o.len()), w.first().map_or(0, |w| w.len()));
     assert!(o.len() == w.len() && d.is_multiple_of(8) && o.iter().all(|o| o.len() == d));
     assert!(w.iter().all(|w| w.len() == len) && (len == 0 || values.len() >= (len - 1) * stride + d));
@@ -281,48 +289,48 @@ pub unsafe fn accumulate_groups<const F: bool>(o: &mut [&mut [f32]], w: &[&[f32]
         let whole = d / width * width;
         for c in (0..whole).step_by(width) {
             match n {
-                1 => block_q::<1, 8, F>(o, w, values, stride, c),
-                2 => block_q::<2, 4, F>(o, w, values, stride, c),
-                _ => block_q::<4, 2, F>(o, w, values, stride, c),
+                1 => block_q::<1, 8, F, K>(o, w, values, stride, c),
+                2 => block_q::<2, 4, F, K>(o, w, values, stride, c),
+                _ => block_q::<4, 2, F, K>(o, w, values, stride, c),
             }
         }
         match (n, (d - whole) / 8) {
             (_, 0) => {}
-            (1, 1) => block_q::<1, 1, F>(o, w, values, stride, whole),
-            (1, 2) => block_q::<1, 2, F>(o, w, values, stride, whole),
-            (1, 3) => block_q::<1, 3, F>(o, w, values, stride, whole),
-            (1, 4) => block_q::<1, 4, F>(o, w, values, stride, whole),
-            (1, 5) => block_q::<1, 5, F>(o, w, values, stride, whole),
-            (1, 6) => block_q::<1, 6, F>(o, w, values, stride, whole),
-            (1, _) => block_q::<1, 7, F>(o, w, values, stride, whole),
-            (2, 1) => block_q::<2, 1, F>(o, w, values, stride, whole),
-            (2, 2) => block_q::<2, 2, F>(o, w, values, stride, whole),
-            (2, _) => block_q::<2, 3, F>(o, w, values, stride, whole),
-            _ => block_q::<4, 1, F>(o, w, values, stride, whole),
+            (1, 1) => block_q::<1, 1, F, K>(o, w, values, stride, whole),
+            (1, 2) => block_q::<1, 2, F, K>(o, w, values, stride, whole),
+            (1, 3) => block_q::<1, 3, F, K>(o, w, values, stride, whole),
+            (1, 4) => block_q::<1, 4, F, K>(o, w, values, stride, whole),
+            (1, 5) => block_q::<1, 5, F, K>(o, w, values, stride, whole),
+            (1, 6) => block_q::<1, 6, F, K>(o, w, values, stride, whole),
+            (1, _) => block_q::<1, 7, F, K>(o, w, values, stride, whole),
+            (2, 1) => block_q::<2, 1, F, K>(o, w, values, stride, whole),
+            (2, 2) => block_q::<2, 2, F, K>(o, w, values, stride, whole),
+            (2, _) => block_q::<2, 3, F, K>(o, w, values, stride, whole),
+            _ => block_q::<4, 1, F, K>(o, w, values, stride, whole),
         }
         i += n;
     }
 }
 
-/// Elements `c..c + 8·K` of each of the `Q` outputs, in `Q·K` registers across all positions.
-#[target_feature(enable = "avx2,fma")]
+/// Elements `c..c + 8·R` of each of the `Q` outputs, in `Q·R` registers across all positions.
+#[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 #[allow(clippy::needless_range_loop)] // register tiles read best as indices
-unsafe fn block_q<const Q: usize, const K: usize, const F: bool>(
+unsafe fn block_q<const Q: usize, const R: usize, const F: bool, K: Kv>(
     o: &mut [&mut [f32]],
     w: &[&[f32]],
-    values: &[f32],
+    values: &[K],
     stride: usize,
     c: usize,
 ) {
-    assert!(o.len() == Q && w.len() == Q && o.iter().all(|o| o.len() >= c + 8 * K));
-    let mut acc: [[__m256; K]; Q] =
+    assert!(o.len() == Q && w.len() == Q && o.iter().all(|o| o.len() >= c + 8 * R));
+    let mut acc: [[__m256; R]; Q] =
         core::array::from_fn(|i| core::array::from_fn(|k| _mm256_loadu_ps(o[i].as_ptr().add(c + 8 * k))));
     for p in 0..w[0].len() {
         let v = values.as_ptr().add(p * stride + c);
         let s: [__m256; Q] = core::array::from_fn(|i| _mm256_set1_ps(w[i][p]));
-        for k in 0..K {
-            let v = _mm256_loadu_ps(v.add(8 * k));
+        for k in 0..R {
+            let v = K::load8(v.add(8 * k));
             for i in 0..Q {
                 acc[i][k] = madd256::<F>(acc[i][k], s[i], v);
             }
