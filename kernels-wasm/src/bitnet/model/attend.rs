@@ -214,6 +214,7 @@ pub fn scores_many<const Q: usize, K: Kv>(
         let common = out.iter().map(|o| o.len()).min().unwrap_or(0) / 8 * 8;
         first = [common; Q];
         for p in (0..common).step_by(8) {
+            x86::prefetch(keys, (p + AHEAD) * stride, 8 * stride);
             let rows = core::array::from_fn(|r| &keys[(p + r) * stride..][..d]);
             // SAFETY: AVX-512 F/DQ were detected; the rows are `d` long, a multiple of 8.
             let s = unsafe {
@@ -313,6 +314,13 @@ pub fn accumulate_many<const Q: usize, K: Kv>(
 
 #[cfg(all(target_arch = "x86_64", feature = "std"))]
 mod x86;
+
+/// Positions ahead whose keys or values the AVX loops ask for (a head's rows lie together, see
+/// `cache`): 16 rows of a 96-wide F16 head are 3 KB. On the 1.5B layout at depth 2,048
+/// (Intel Xeon, 2 threads) this gave generation 4 % more speed; 48 rows ahead gave less, 8 no
+/// more.
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
+const AHEAD: usize = 16;
 
 /// The fixed tree that ends [`dot`] (and the Q8_0 output layer's eight lanes): lane j holds
 /// elements j, j + 8, ….

@@ -12,6 +12,18 @@ pub fn avx2() -> bool {
         && std::is_x86_feature_detected!("f16c")
 }
 
+/// Asks for elements `from..from + len` of `rows` toward L1, a line at a time; nothing past
+/// the end. A hint: no result depends on it.
+#[inline(always)]
+pub fn prefetch<K>(rows: &[K], from: usize, len: usize) {
+    let end = rows.len().min(from + len);
+    let size = core::mem::size_of::<K>();
+    for i in (from..end).step_by(64 / size) {
+        // SAFETY: `i` is inside `rows`; prefetching has no other precondition (SSE is in x86-64).
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(rows.as_ptr().add(i).cast()) };
+    }
+}
+
 /// `acc + a·b`, fused where `F`.
 #[target_feature(enable = "avx512f")]
 #[inline]
@@ -133,6 +145,7 @@ unsafe fn block<const Q: usize, const R: usize, const F: bool, K: Kv>(
     let mut acc: [[__m512; R]; Q] =
         core::array::from_fn(|i| core::array::from_fn(|k| _mm512_loadu_ps(o[i].as_ptr().add(c + 16 * k))));
     for p in 0..w[0].len() {
+        prefetch(values, (p + super::AHEAD) * stride + c, 16 * R);
         let v = values.as_ptr().add(p * stride + c);
         let s: [__m512; Q] = core::array::from_fn(|i| _mm512_set1_ps(w[i][p]));
         for k in 0..R {
@@ -253,6 +266,7 @@ pub unsafe fn scores_groups<const F: bool, K: Kv>(
         let rows = 8 / n;
         let common = out[i..i + n].iter().map(|o| o.len()).min().unwrap_or(0) / rows * rows;
         for p in (0..common).step_by(rows) {
+            prefetch(keys, (p + super::AHEAD) * stride, rows * stride);
             let qs = &q[i..i + n];
             let s = match n {
                 1 => dots::<1, 8, F, K>(qs, core::array::from_fn(|r| &keys[(p + r) * stride..][..d]), scale),
@@ -327,6 +341,7 @@ unsafe fn block_q<const Q: usize, const R: usize, const F: bool, K: Kv>(
     let mut acc: [[__m256; R]; Q] =
         core::array::from_fn(|i| core::array::from_fn(|k| _mm256_loadu_ps(o[i].as_ptr().add(c + 8 * k))));
     for p in 0..w[0].len() {
+        prefetch(values, (p + super::AHEAD) * stride + c, 8 * R);
         let v = values.as_ptr().add(p * stride + c);
         let s: [__m256; Q] = core::array::from_fn(|i| _mm256_set1_ps(w[i][p]));
         for k in 0..R {
