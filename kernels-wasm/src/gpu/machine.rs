@@ -15,7 +15,7 @@
 
 use super::{groups_of_64, words_to_bytes, Binding, Gpu, GpuError, CHUNK};
 use crate::protocol::qwengpu::MachineRows;
-use crate::qwengpu::deltanet::DeltaNet;
+use crate::qwengpu::deltanet::State;
 use crate::qwengpu::splice::{Compiled, Splice, StreamNorms};
 use alloc::string::String;
 use alloc::sync::Arc;
@@ -495,17 +495,27 @@ impl GpuMachine {
         words: usize,
     ) -> Result<MachineRows, GpuError> {
         let at = splice.row_layers();
-        let mut nets = Vec::new();
+        let mut states = Vec::new();
         for i in [at.file, at.memory, at.pcs] {
             let (Some(state), Some(Compiled::DeltaNet(w))) = (self.state(gpu, i).await?, splice.layers.get(i)) else {
                 return Err(GpuError::Unsupported(alloc::format!("the splice's layer {i} holds no machine rows")));
             };
-            let mut net = DeltaNet::new((**w).clone());
-            net.state = state;
-            nets.push(net);
+            states.push((state, w));
         }
-        let [file, memory, pcs] = [&nets[0], &nets[1], &nets[2]];
-        Ok(splice.rows_of([file, memory, pcs], warps, regs, words))
+        // The states are decoded where they lie: no layer (its weights cloned, its matrices
+        // packed) is built around them.
+        let views: Vec<State> = states
+            .iter()
+            .map(|(state, w)| {
+                State::of(state, w).ok_or_else(|| {
+                    GpuError::Unsupported(alloc::format!(
+                        "a state of {} values read back for another shape",
+                        state.len()
+                    ))
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(splice.rows_of([&views[0], &views[1], &views[2]], warps, regs, words))
     }
 }
 

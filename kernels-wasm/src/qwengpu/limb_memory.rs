@@ -31,7 +31,7 @@
 //! file read several times a position) or different ones (word `k` of every ROM block). An
 //! address digit can also be fixed (`Digit::Fixed`): a head that always reads word 3.
 
-use super::deltanet::{DeltaNet, DeltaNetWeights, Matrix};
+use super::deltanet::{DeltaNet, DeltaNetWeights, Matrix, StateRows};
 use super::memory::exact_weights_sized;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -190,7 +190,7 @@ pub fn weights(layout: &Layout) -> DeltaNetWeights {
 
 /// A 32-bit word kept as two 16-bit halves of two limbs each, in head 0's rows `rows[0]` (low)
 /// and `rows[1]` (high): 0 for a half never written, `None` for a row that is not exact.
-pub fn word(net: &DeltaNet, layout: &Layout, rows: [usize; 2]) -> Option<u32> {
+pub fn word(net: &impl StateRows, layout: &Layout, rows: [usize; 2]) -> Option<u32> {
     rows.iter().enumerate().try_fold(0u32, |word, (half, &row)| {
         if net.row(0, row).iter().all(|&v| v == 0.0) {
             return Some(word);
@@ -222,7 +222,7 @@ pub fn layer(layout: &Layout) -> DeltaNet {
 
 /// The limbs row `i` holds in head `h` (`None` for a row never written, or one that does not
 /// hold `[B, limbs + 32, 0…]` exactly).
-pub fn row_limbs(net: &DeltaNet, layout: &Layout, h: usize, i: usize) -> Option<Vec<u32>> {
+pub fn row_limbs(net: &impl StateRows, layout: &Layout, h: usize, i: usize) -> Option<Vec<u32>> {
     let row = net.row(h, i);
     let limbs: Vec<f32> = row[1..=layout.limbs()].iter().map(|&v| v - OFFSET).collect();
     let clean = row[0] == B && row[1 + layout.limbs()..].iter().all(|&v| v == 0.0);

@@ -250,7 +250,7 @@ impl PcRows {
 
     /// Lane `lane`'s PC in warp `warp`'s row of `net`, for thread blocks of `per_cta` warps (an
     /// unwritten row is block 0, where a launch starts).
-    pub fn pc_of(&self, net: &super::deltanet::DeltaNet, per_cta: usize, warp: usize, lane: usize) -> Option<u8> {
+    pub fn pc_of(&self, net: &impl super::deltanet::StateRows, per_cta: usize, warp: usize, lane: usize) -> Option<u8> {
         let (head, row) = ((warp % per_cta) * self.lanes() + lane, warp / per_cta);
         match limb_memory::row_limbs(net, &self.layout(), head, row) {
             Some(limbs) => limbs.first().map(|&p| p as u8),

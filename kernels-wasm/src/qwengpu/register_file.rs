@@ -46,7 +46,7 @@
 //! and no key is set.
 
 use super::carry::block_carry;
-use super::deltanet::{DeltaNet, DeltaNetWeights};
+use super::deltanet::DeltaNetWeights;
 use super::exec::load::SHARED_WORDS;
 use super::interp::Launch;
 use super::interp::{StepRecord, Stored};
@@ -509,7 +509,7 @@ impl RegisterFile {
 
     /// The register `reg` of `lane` in `warp` as the file's state holds it: 0 if never written,
     /// `None` if a half's row is not an exact limb row.
-    pub fn value(&self, file: &DeltaNet, warp: usize, lane: usize, reg: usize) -> Option<u32> {
+    pub fn value(&self, file: &impl super::deltanet::StateRows, warp: usize, lane: usize, reg: usize) -> Option<u32> {
         let layout = self.file_layout();
         limb_memory::word(file, &layout, [0, 1].map(|half| layout.row(&[warp, 2 * lane + half, reg])))
     }

@@ -30,7 +30,7 @@
 //! in turn and each lane's tokens write memory before the next lane computes, so a later lane's
 //! atomic reads an earlier one's sum, as the interpreter's instruction order has it.
 
-use super::super::deltanet::DeltaNet;
+use super::super::deltanet::StateRows;
 use super::super::limb_memory::{Digit, Head, Layout};
 use super::super::limbs::{AdderChannels, Layer, LIMBS};
 use super::super::register_file::MEMORY_GROUPS;
@@ -172,29 +172,34 @@ impl LoadChannels {
 /// The first `words` words of global memory as a load mixer's state holds them (0 where a row
 /// was never written; `None` where a row is not an exact limb row).
 #[cfg(test)]
-pub(crate) fn memory_words(net: &DeltaNet, layout: &Layout, words: usize) -> Option<Vec<u32>> {
+pub(crate) fn memory_words(net: &impl StateRows, layout: &Layout, words: usize) -> Option<Vec<u32>> {
     (0..words).map(|w| memory_word(net, layout, w)).collect()
 }
 
 /// Global word `w` as a load mixer's state holds it.
-pub(crate) fn memory_word(net: &DeltaNet, layout: &Layout, w: usize) -> Option<u32> {
+pub(crate) fn memory_word(net: &impl StateRows, layout: &Layout, w: usize) -> Option<u32> {
     let per_page = MEMORY_GROUPS[1];
     read_word(net, layout, [w / per_page, w % per_page])
 }
 
 /// Thread block `cta`'s shared words as a shared mixer's state holds them.
 #[cfg(test)]
-pub(crate) fn shared_words(net: &DeltaNet, layout: &Layout, cta: usize) -> Option<Vec<u32>> {
+pub(crate) fn shared_words(net: &impl StateRows, layout: &Layout, cta: usize) -> Option<Vec<u32>> {
     read_words(net, layout, layout.groups[1], |w| [cta, w])
 }
 
 /// Word `k` from the rows `[address(k), half]` of head 0.
 #[cfg(test)]
-fn read_words(net: &DeltaNet, layout: &Layout, n: usize, address: impl Fn(usize) -> [usize; 2]) -> Option<Vec<u32>> {
+fn read_words(
+    net: &impl StateRows,
+    layout: &Layout,
+    n: usize,
+    address: impl Fn(usize) -> [usize; 2],
+) -> Option<Vec<u32>> {
     (0..n).map(|w| read_word(net, layout, address(w))).collect()
 }
 
 /// The word in the rows `[a, b, half]` of head 0.
-fn read_word(net: &DeltaNet, layout: &Layout, [a, b]: [usize; 2]) -> Option<u32> {
+fn read_word(net: &impl StateRows, layout: &Layout, [a, b]: [usize; 2]) -> Option<u32> {
     super::super::limb_memory::word(net, layout, [0, 1].map(|half| layout.row(&[a, b, half])))
 }

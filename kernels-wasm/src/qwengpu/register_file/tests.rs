@@ -1,6 +1,7 @@
 use super::*;
 use crate::bitnet::random::Rng;
 use crate::qwengpu::carry::uses_defs;
+use crate::qwengpu::deltanet::DeltaNet;
 use crate::qwengpu::exec;
 use crate::qwengpu::exec::load::{memory_words, shared_words, LoadChannels};
 use crate::qwengpu::interp::{Launch, Machine};

@@ -6,7 +6,7 @@
 
 use super::{Compiled, Runner, Splice, StreamNorms};
 use crate::protocol::qwengpu::{MachineRows, RegisterRow};
-use crate::qwengpu::deltanet::DeltaNet;
+use crate::qwengpu::deltanet::StateRows;
 use crate::qwengpu::exec::load::memory_word;
 use crate::qwengpu::interp::{Machine, StepRecord};
 use crate::qwengpu::limbs::rms_norm;
@@ -97,7 +97,7 @@ impl Splice {
     /// memory, PCs), wherever they ran (a GPU reads them back).
     pub fn rows_of(
         &self,
-        [file, memory, pcs]: [&DeltaNet; 3],
+        [file, memory, pcs]: [&impl StateRows; 3],
         (warps, per_cta): (usize, usize),
         regs: usize,
         words: usize,

@@ -3,6 +3,7 @@
 
 use super::tests::{launch_all, llama};
 use super::*;
+use crate::qwengpu::deltanet::State;
 use crate::qwengpu::suite;
 use alloc::vec::Vec;
 use core::ops::ControlFlow;
@@ -35,6 +36,13 @@ fn the_state_rows_follow_the_interpreter_step_by_step() {
             assert_eq!(m.steps, f.steps, "the launch's steps and the second interpreter's");
             file.after(&step, &m);
             let rows = splice.machine_rows(r, warps, spec.regs, m.global.len()).unwrap();
+            // The same rows from the three states alone, as a GPU's are decoded once read back.
+            let at = splice.row_layers();
+            let nets = [at.file, at.memory, at.pcs].map(|i| r.deltanet(i).unwrap());
+            let views = nets.map(|n| State::of(&n.state, n.weights()).unwrap());
+            let alone = splice.rows_of(views.each_ref(), warps, spec.regs, m.global.len());
+            assert_eq!(alone, rows, "step {}: the rows decoded from the states alone", f.steps);
+            assert!(State::of(&nets[0].state[1..], nets[0].weights()).is_none(), "a state one value short");
             for row in &rows.registers {
                 let (w, l) = (row.warp as usize, row.lane as usize);
                 let regs = file.regs[w][l].iter().map(|&v| Some(v)).collect::<Vec<_>>();
