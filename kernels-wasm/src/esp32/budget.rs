@@ -10,7 +10,7 @@ use super::msg::TensorMeta;
 use super::wire::{HEADER, MAX_PAYLOAD};
 use super::Esp32Error;
 use crate::bitnet::model::linear::Quant;
-use crate::bitnet::model::Config;
+use crate::bitnet::model::{Cache, Config};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -86,8 +86,7 @@ pub fn need(c: &Config, quant: Quant, count: usize, weights: u64, context: usize
     let scratch = (context as u64 + c.head_dim() as u64) * 4;
     Need {
         weights,
-        // Keys and values as F16, as the node's `Cache` keeps them.
-        kv_cache: count as u64 * 2 * context as u64 * kv * 2,
+        kv_cache: Cache::bytes_for(c, count, context),
         sram_fixed: (HEADER + MAX_PAYLOAD + 2) as u64 + STACK_RESERVE + scratch,
         sram_per_row: per_row,
     }

@@ -108,7 +108,8 @@ pub fn block_counts(c: &Config, quant: Quant, n: usize, start: usize) -> Counts 
         out.flops += 2 * c.heads as u64 * hd * seen;
         out.transcendentals += c.heads as u64 * seen;
         // F16 keys and values read, the new position's written.
-        out.kv_bytes += 2 * kv * seen * 2 + 2 * kv * 2;
+        let half = crate::bitnet::model::cache::F16_BYTES as u64;
+        out.kv_bytes += 2 * kv * seen * half + 2 * kv * half;
     }
     // Four RMSNorms, RoPE on q and k, the SiLU gate and its product, the residual adds.
     out.flops += n64 * (3 * (3 * d + f) + 3 * (d + kv) + 3 * f + 2 * d);

@@ -58,10 +58,10 @@ impl Session {
         if ctx == 0 || ctx > 1 << 20 {
             bail!("-c {ctx}: give a context of 1 to 1048576 tokens");
         }
-        // K and V as F16 for every layer: refuse a context whose cache this machine cannot hold
-        // rather than fail inside the allocator.
+        // Refuse a context whose cache this machine cannot hold rather than fail inside the
+        // allocator.
         let c = &model.config;
-        let bytes = 2 * c.layers as u64 * ctx as u64 * c.kv_dim() as u64 * 2;
+        let bytes = Cache::bytes_for(c, c.layers, ctx);
         if bytes > 32 << 30 {
             bail!("-c {ctx}: the KV cache would take {:.1} GB; give a shorter context", bytes as f64 / 1e9);
         }

@@ -45,19 +45,27 @@ impl Rows {
 
     fn bytes(&self) -> usize {
         match self {
-            Rows::F16 { k, v } => (k.len() + v.len()) * 2,
+            Rows::F16 { k, v } => (k.len() + v.len()) * F16_BYTES,
             Rows::F32 { k, v } => (k.len() + v.len()) * 4,
         }
     }
 
     /// Stores the keys and values of positions `start..` (`keys` and `values` hold a row of
-    /// `kv_dim` per position, head after head) into a cache of `context` positions and heads
-    /// `head_dim` wide: as they are into an f32 cache; into an F16 one rounded to the nearest
-    /// half (ties to even), as [`table::round_to_f16`] rounds.
-    pub fn store(&mut self, start: usize, context: usize, head_dim: usize, keys: &[f32], values: &[f32]) {
+    /// `kv_heads × head_dim` per position, head after head), each rounded to the nearest F16
+    /// (ties to even, as [`table::round_to_f16`]) where `round`: an F16 cache always rounds
+    /// (the f32 reference, which does not, takes an f32 cache), an f32 one where asked.
+    pub fn store(
+        &mut self,
+        start: usize,
+        (kv_heads, head_dim): (usize, usize),
+        keys: &[f32],
+        values: &[f32],
+        round: bool,
+    ) {
         type Put<T> = fn(&[f32], &mut [T]);
-        fn put<T>(rows: &mut [T], start: usize, context: usize, hd: usize, new: &[f32], f: Put<T>) {
-            let kv_heads = rows.len() / (context * hd);
+        let shape = (start, kv_heads, head_dim);
+        fn put<T>(rows: &mut [T], new: &[f32], (start, kv_heads, hd): (usize, usize, usize), f: Put<T>) {
+            let context = rows.len() / (kv_heads * hd);
             for (i, row) in new.chunks_exact(kv_heads * hd).enumerate() {
                 for (h, head) in row.chunks_exact(hd).enumerate() {
                     f(head, &mut rows[(h * context + start + i) * hd..][..hd]);
@@ -66,21 +74,21 @@ impl Rows {
         }
         match self {
             Rows::F32 { k, v } => {
-                put(k, start, context, head_dim, keys, |x, o| o.copy_from_slice(x));
-                put(v, start, context, head_dim, values, |x, o| o.copy_from_slice(x));
+                let f: Put<f32> = if round {
+                    |x, o| {
+                        o.copy_from_slice(x);
+                        table::round_to_f16(o)
+                    }
+                } else {
+                    |x, o| o.copy_from_slice(x)
+                };
+                put(k, keys, shape, f);
+                put(v, values, shape, f);
             }
             Rows::F16 { k, v } => {
-                put(k, start, context, head_dim, keys, table::to_f16);
-                put(v, start, context, head_dim, values, table::to_f16);
+                put(k, keys, shape, table::to_f16);
+                put(v, values, shape, table::to_f16);
             }
-        }
-    }
-
-    /// Elements the keys (or the values) take: `kv_heads × context × head_dim`.
-    pub fn elements(&self) -> usize {
-        match self {
-            Rows::F16 { k, .. } => k.len(),
-            Rows::F32 { k, .. } => k.len(),
         }
     }
 
@@ -92,6 +100,9 @@ impl Rows {
         }
     }
 }
+
+/// Bytes an F16 cache keeps per key or value.
+pub const F16_BYTES: usize = 2;
 
 /// What reads a block's cached keys and values, generic over their element type (which a
 /// closure cannot be).
@@ -168,6 +179,12 @@ impl Cache {
         let size = context * c.kv_dim();
         let kv = (0..layers).map(|_| Rows::zeroed(half, size)).collect();
         Cache { kv, scratch: Scratch::default(), len: 0, context }
+    }
+
+    /// Bytes of the F16 cache [`Cache::for_layers`] makes: what a context costs before it is
+    /// allocated (the ESP32 budget, the CLI's check).
+    pub fn bytes_for(c: &Config, layers: usize, context: usize) -> u64 {
+        (2 * layers * F16_BYTES) as u64 * context as u64 * c.kv_dim() as u64
     }
 
     /// Whether keys and values are kept as F16.

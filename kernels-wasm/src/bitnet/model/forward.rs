@@ -207,10 +207,9 @@ impl Attention {
         let angles = super::par::map(ex.par, n, &|i| Ok(self.rope.angles(start + i)))?;
         ex.rows(q, dim, &|i, q| self.rope.rotate(q, &angles[i]));
         ex.rows(k, kv_dim, &|i, k| self.rope.rotate(k, &angles[i]));
-        ex.round_half(k);
-        ex.round_half(v);
-        // The new keys and values join the cache; attention reads them back from there.
-        cache.store(start, cache.elements() / kv_dim, hd, k, v);
+        // The new keys and values join the cache, rounded to F16 as ggml's cache is (an F16
+        // cache rounds them as it stores them); attention reads them back from there.
+        cache.store(start, (self.kv_heads, hd), k, v, !ex.reference);
         let out = sized(&mut scratch.att, n * dim);
         cache.read(Heads { attn: self, q, out: &mut *out, n, start, ex })?;
         // Again: the attention's job cancelled the first hint (the lines it brought stay).
