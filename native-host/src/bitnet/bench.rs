@@ -6,7 +6,7 @@
 //! generation test decodes random tokens one at a time from an empty cache; a warm-up run of
 //! each comes first and is not counted. As llama-bench's `-d`, `--depth N` runs both tests after
 //! N random tokens already in the cache (filled untimed before each run), and names them
-//! `pp512 @ d N`; `--cache-type f32` keeps keys and values in f32 instead of F16 (its `-ctk`).
+//! `pp512 @ dN`; `--cache-type f32` keeps keys and values in f32 instead of F16 (its `-ctk`).
 
 use super::open;
 use super::run::Session;
@@ -81,21 +81,8 @@ pub fn run(args: Args) -> Result<()> {
     let mut results = Vec::new();
     if args.n_prompt > 0 {
         let prompt = tokens(args.n_prompt);
-        let rates = timed(
-            &mut s,
-            args.reps,
-            args.n_prompt,
-            &depth,
-            args.batch,
-            |_| (),
-            |s| {
-                let ex = Exec::best(&s.pool);
-                for chunk in prompt.chunks(args.batch) {
-                    s.model.forward(chunk, &mut s.cache, &ex, Logits::Last)?;
-                }
-                Ok(())
-            },
-        )?;
+        let rates =
+            timed(&mut s, args.reps, args.n_prompt, &depth, args.batch, |_| (), |s| feed(s, &prompt, args.batch))?;
         results.push((at(format!("pp{}", args.n_prompt)), rates));
     }
     // Generation streams every weight once per token, so beside each generation run (warm-up
@@ -257,10 +244,7 @@ fn timed(
     let mut rates = Vec::new();
     for rep in 0..=reps {
         s.cache.clear();
-        let ex = Exec::best(&s.pool);
-        for chunk in depth.chunks(batch) {
-            s.model.forward(chunk, &mut s.cache, &ex, Logits::Last)?;
-        }
+        feed(s, depth, batch)?;
         beside(s);
         let t = Instant::now();
         f(s)?;
@@ -269,4 +253,13 @@ fn timed(
         }
     }
     Ok(rates)
+}
+
+/// `tokens` into the cache, `batch` per forward call: the pp test, and the depth before each run.
+fn feed(s: &mut Session, tokens: &[u32], batch: usize) -> Result<()> {
+    let ex = Exec::best(&s.pool);
+    for chunk in tokens.chunks(batch) {
+        s.model.forward(chunk, &mut s.cache, &ex, Logits::Last)?;
+    }
+    Ok(())
 }

@@ -184,7 +184,7 @@ fn the_blocked_scores_and_sums_read_an_f16_cache_as_its_f32_values() {
             assert_eq!(bits(&one32), bits(&one16), "one query's scores, {what}");
             for w in w32.iter_mut() {
                 super::softmax_many([&mut w[..]]);
-                w.iter_mut().for_each(|x| *x = crate::gguf::f16_to_f32(f32_to_f16(*x)));
+                *w = halves(core::mem::take(w));
             }
             let ws = w32.each_ref().map(|w| &w[..]);
             let mut o32: [alloc::vec::Vec<f32>; 4] = core::array::from_fn(|t| values(d, 50 + t as u32));
